@@ -6,7 +6,7 @@ EXTRAS := test,inference,libero,robotwin,plots
 INSTALL_STAMP := $(VENV)/.evalfleet-installed
 PROTO_SRC := $(wildcard protos/evalfleet/v1/*.proto)
 
-.PHONY: demo test protos bench clean
+.PHONY: demo test protos bench clean iproute2
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -27,8 +27,13 @@ $(INSTALL_STAMP): pyproject.toml scripts/install_libero.sh | $(PY)
 demo: $(INSTALL_STAMP)
 	$(PY) scripts/demo.py
 
+# The multi-host tests make network namespaces with iproute2's `ip`; without root they skip.
+iproute2:
+	@command -v ip >/dev/null || [ "$$(id -u)" != 0 ] || \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iproute2 >/dev/null)
+
 # LIBERO is installed above, so its tests must run, not skip.
-test: $(INSTALL_STAMP) /usr/bin/chromium
+test: $(INSTALL_STAMP) /usr/bin/chromium iproute2
 	EVALFLEET_REQUIRE_LIBERO=1 $(PY) -m pytest --durations=20
 
 # Regenerates the committed Python code from the .proto files (tests fail when it is stale).

@@ -137,6 +137,10 @@ def from_proto(error: policy_pb2.SessionError, instance_id: str) -> PolicyError:
     return cls(error.message, field=error.field, instance_id=instance_id, code=code)
 
 
+# No answer from the server (down, partitioned, too slow): the episode is an infrastructure failure.
+UNREACHED_CODES = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED, grpc.StatusCode.DEADLINE_EXCEEDED)
+
+
 def from_rpc_error(error: grpc.RpcError, instance_id: str) -> PolicyError:
     """Rebuilds the typed error of a gRPC status, using the reason in its trailing metadata."""
     trailers = dict(error.trailing_metadata() or ())
@@ -145,7 +149,6 @@ def from_rpc_error(error: grpc.RpcError, instance_id: str) -> PolicyError:
     cls = BY_REASON.get(reason)
     code = error.code()
     if cls is None:
-        cls = PolicyUnavailable if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED) \
-            else PolicyError
+        cls = PolicyUnavailable if code in UNREACHED_CODES else PolicyError
     return cls(error.details() or "", field=trailers.get(FIELD_KEY, ""),
                instance_id=trailers.get(INSTANCE_KEY, instance_id), code=code)

@@ -41,6 +41,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--tls-ca", type=Path, help="CA certificate of a TLS scheduler")
     parser.add_argument("--poll-seconds", type=float, default=1.0, help="wait between empty claims")
     parser.add_argument("--episode-timeout", type=float, default=3600.0, help="seconds before an episode is killed")
+    parser.add_argument("--policy-timeout", type=float, default=60.0,
+                        help="seconds one policy reply may take before the episode is an infrastructure failure")
     parser.add_argument("--grace-seconds", type=float, default=30.0,
                         help="on SIGTERM, how long running episodes may finish before their tasks are handed back")
     parser.add_argument("--execute-steps", type=int, default=0,
@@ -78,6 +80,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise ValueError("--routes names no route")
         if args.concurrency < 1:
             raise ValueError("--concurrency must be >= 1")
+        if not args.policy_timeout > 0:
+            raise ValueError("--policy-timeout must be > 0")
     except (render_device.DeviceError, TokenError, ValueError) as exc:
         print(f"renderer-worker: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -92,6 +96,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         gpu_uuid=device.gpu_uuid,
         poll_seconds=args.poll_seconds,
         episode_timeout_s=args.episode_timeout,
+        policy_timeout_s=args.policy_timeout,
         grace_seconds=args.grace_seconds,
         execute_steps=args.execute_steps,
         adapter_options=adapter_options,

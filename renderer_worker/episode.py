@@ -38,6 +38,8 @@ class EpisodeJob:
     cameras: tuple[str, ...] = ()
     state: tuple[str, ...] = ()
     execute_steps: int = 0
+    # How long one policy reply may take before the server counts as unavailable for this episode.
+    policy_timeout_s: float = 60.0
     log_path: str = ""
 
 
@@ -62,7 +64,7 @@ def run_episode(
             episode = adapter.open_episode(manifest, job.index)
             stack.callback(episode.close)
             observation = episode.reset()
-            client = stack.enter_context(PolicyClient(job.policy_address, token))
+            client = stack.enter_context(PolicyClient(job.policy_address, token, timeout_s=job.policy_timeout_s))
             meta = policy_pb2.EpisodeMeta(
                 benchmark=manifest.benchmark,
                 task=manifest.task,

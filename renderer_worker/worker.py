@@ -50,6 +50,7 @@ class WorkerConfig:
     gpu_uuid: str = ""
     poll_seconds: float = 1.0
     episode_timeout_s: float = 3600.0
+    policy_timeout_s: float = 60.0
     grace_seconds: float = 30.0
     execute_steps: int = 0
     adapter_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
@@ -120,6 +121,9 @@ class Worker:
             )
         )
         log.info("worker %s registered (lease %ss)", self.config.worker_id, registered.lease_seconds)
+        # A call unanswered for a whole lease period cannot keep the lease anyway: give up on it and
+        # retry, rather than wait out a long default while the network is partitioned.
+        self._scheduler.timeout = min(self._scheduler.timeout, registered.lease_seconds)
         self._keeper = LeaseKeeper(self._scheduler, self.config.worker_id, registered.lease_seconds, self._events)
         self._keeper.start()
         try:
@@ -231,6 +235,7 @@ class Worker:
                 cameras=endpoint.cameras,
                 state=endpoint.state,
                 execute_steps=self.config.execute_steps,
+                policy_timeout_s=self.config.policy_timeout_s,
                 log_path=str(self.config.output / task.lease.task_id / f"episode-{index:06d}.jsonl"),
             )
             runner.start(job, task.manifest)

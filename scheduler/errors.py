@@ -54,7 +54,11 @@ class Unauthenticated(SchedulerError):
 
 
 class Unavailable(SchedulerError):
-    """The scheduler could not be reached (client side only)."""
+    """The scheduler could not be reached, or did not answer in time (client side only).
+
+    A call that ran out of time may or may not have been applied; every write is idempotent or
+    fenced, so the caller retries it like one that never left.
+    """
 
     code = grpc.StatusCode.UNAVAILABLE
 
@@ -71,6 +75,8 @@ def from_rpc_error(error: grpc.RpcError) -> SchedulerError:
     for key, value in error.trailing_metadata() or ():
         if key == ERROR_KIND_KEY:
             kind = KINDS.get(value)
+    if kind is None and error.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
+        kind = Unavailable
     if kind is None:
         kind = next((cls for cls in KINDS.values() if cls.code == error.code()), SchedulerError)
     exc = kind(error.details() or error.code().name)
