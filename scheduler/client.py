@@ -67,6 +67,9 @@ class SchedulerClient:
         options = [
             ("grpc.max_receive_message_length", MESSAGE_LIMIT),
             ("grpc.max_send_message_length", MESSAGE_LIMIT),
+            # gRPC's default backs reconnects off to 2 minutes; a worker must be back within a
+            # lease period of the scheduler's return, so it tries at least every 2 s.
+            ("grpc.max_reconnect_backoff_ms", 2000),
         ]
         if tls_ca is not None:
             self._channel = grpc.secure_channel(self.address, grpc.ssl_channel_credentials(tls_ca), options)

@@ -95,9 +95,10 @@ class SchedulerServer:
         else:
             self.port = self.server.add_insecure_port(address)
         self.writer.start()
-        reclaimed = await self.service.reap_expired()
-        if reclaimed:
-            log.info("reclaimed %d leases that expired while the scheduler was down", len(reclaimed))
+        renewed = await self.service.renew_held_leases()
+        if renewed:
+            log.info("renewed %d lease(s) held when the scheduler stopped: %gs to heartbeat again",
+                     len(renewed), self.config.lease_seconds)
         await self.server.start()
         for name in ("", SERVICE_NAME):
             await self.health.set(name, health_pb2.HealthCheckResponse.SERVING)

@@ -120,6 +120,10 @@ class SchedulerService(pb_grpc.SchedulerServicer):
     async def checkpoint_wal(self) -> None:
         await self._readers.run(store.checkpoint)
 
+    async def renew_held_leases(self) -> list[str]:
+        deadline = time.time() + self.lease_seconds
+        return await self._writer.run(lambda conn: store.renew_held_leases(conn, deadline))
+
     async def reap_expired(self) -> list[str]:
         now = time.time()
         expired = await self._writer.run(lambda conn: store.reap_expired(conn, now))

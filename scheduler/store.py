@@ -9,6 +9,8 @@ connection inside a transaction the caller owns (see ``scheduler.writer``). The 
   task no longer leased, is refused (``StaleLease``);
 - an expired lease is reclaimed by ``reap_expired`` alone: the attempt counts as lost and the task
   goes back to pending while attempts remain, else to failed;
+- a scheduler restart first gives every held lease one lease period (``renew_held_leases``): the
+  scheduler's own outage costs no worker its task;
 - a policy failure is an episode *result*; only infrastructure failures spend attempts.
 """
 
@@ -536,6 +538,22 @@ def reap_expired(conn: sqlite3.Connection, now: float) -> list[str]:
         )
         _end_attempt(conn, task, "lost", error, now)
     return [task["id"] for task in expired]
+
+
+def renew_held_leases(conn: sqlite3.Connection, deadline: float) -> list[str]:
+    """Moves every lease that would expire before ``deadline`` to it. Returns the task ids.
+
+    Run once at start-up, before the reaper: while the scheduler was down its workers went on
+    running episodes but could not heartbeat. Reaping those leases at restart would throw their work
+    away and spend an attempt per task on the scheduler's outage (enough outages would fail tasks
+    for good); instead each holder has one lease period to heartbeat again, and only a worker that
+    died meanwhile loses its lease, one period later.
+    """
+    rows = conn.execute(
+        "UPDATE tasks SET lease_deadline = ? WHERE state = 'leased' AND lease_deadline < ? RETURNING id",
+        (deadline, deadline),
+    ).fetchall()
+    return [row["id"] for row in rows]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -44,7 +44,7 @@ ENDED = re.compile(r"task (\S+) ended")
 class Cluster:
     """The four hosts and the services on them; every process and namespace goes at ``close``."""
 
-    def __init__(self, tmp: Path, checkpoint_root: Path) -> None:
+    def __init__(self, tmp: Path, checkpoint_root: Path, lease_seconds: float) -> None:
         self.tmp = tmp
         self.net = Network()
         self.scheduler_host = self.net.add_host("sched")
@@ -56,7 +56,7 @@ class Cluster:
         self.policy_address = self.policy_host.endpoint(POLICY_PORT)
         self.scheduler = self._service(self.scheduler_host, "scheduler", scheduler_argv(
             tmp / "scheduler.sqlite", "--host", self.scheduler_host.address, "--token-file", str(self.token_file),
-            "--lease-seconds", str(LEASE_SECONDS), port=SCHEDULER_PORT))
+            "--lease-seconds", str(lease_seconds), port=SCHEDULER_PORT))
         self.policy = self._service(self.policy_host, "policy", policy_argv(
             "syn", checkpoint_root, "--host", self.policy_host.address, "--token-file", str(self.token_file),
             port=POLICY_PORT))
@@ -111,8 +111,9 @@ class Cluster:
 
 
 @pytest.fixture
-def cluster(tmp_path: Path, checkpoint_root: Path) -> Iterator[Cluster]:
-    cluster = Cluster(tmp_path, checkpoint_root)
+def cluster(request: pytest.FixtureRequest, tmp_path: Path, checkpoint_root: Path) -> Iterator[Cluster]:
+    """Parametrize indirectly with a lease period for another than ``LEASE_SECONDS``."""
+    cluster = Cluster(tmp_path, checkpoint_root, getattr(request, "param", LEASE_SECONDS))
     try:
         cluster.scheduler.start()
         cluster.policy.start()
@@ -189,6 +190,9 @@ def test_worker_cut_off_from_the_scheduler_only_has_its_finished_episode_refused
     assert {i: success for i, (success, _, _) in stored.items()} == expected_results(manifest)
 
 
+# The workers' channels must reconnect (up to 2 s of backoff) and heartbeat within one lease
+# period of the restart: longer than the 3 s the partition tests use to expire leases quickly.
+@pytest.mark.parametrize("cluster", [8], indirect=True)
 def test_scheduler_host_killed_and_restarted_workers_reconnect_and_finish(cluster: Cluster) -> None:
     manifest = cluster.submit("restart", episodes=10, mean_seconds=1.0)
     workers = [cluster.start_worker(name) for name in ("w1", "w2")]
@@ -206,6 +210,9 @@ def test_scheduler_host_killed_and_restarted_workers_reconnect_and_finish(cluste
     assert {i: success for i, (success, _, _) in stored.items()} == expected_results(manifest)
     assert {worker for _, _, worker in stored.values()} == {"w1", "w2"}
     assert all(worker.running for worker in workers)
+    # The outage cost no worker its task: the leases held across it were renewed, not reaped.
+    for task in cluster.cli_json("tasks", "--submission", "restart")["tasks"]:
+        assert [a["outcome"] for a in cluster.cli_json("task", task["task_id"])["attempts"]] == ["succeeded"]
     summary = cluster.cli_json("summary", "restart")
     assert (summary["episodes_completed"], summary["complete"]) == (10, True)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 import time
 from collections import Counter
@@ -145,6 +146,26 @@ def test_lease_expiry_reclaims_without_the_worker_and_fences_the_late_one(start_
     client.complete(fresh)
     summary = client.summary("exp")
     assert (summary.episodes_completed, summary.episodes_succeeded) == (2, 2)
+
+
+def test_a_restart_gives_held_leases_one_period_instead_of_reaping_them(start_scheduler):
+    scheduler = start_scheduler("--lease-seconds", "2")
+    client = scheduler.client()
+    client.submit([build_synthetic(2, seed=1)], "synthetic", batch_size=1, submission_id="rs")
+    alive, dead = client.claim("alive", ["synthetic"]), client.claim("dead", ["synthetic"])
+    scheduler.kill()
+    with sqlite3.connect(scheduler.db) as conn:  # a long outage: both deadlines passed meanwhile
+        conn.execute("UPDATE tasks SET lease_deadline = lease_deadline - 3600")
+    conn.close()
+    scheduler.restart()
+
+    with scheduler.client() as client:
+        client.heartbeat(alive)
+        client.report_episode(alive, alive.episodes[0], True)
+        client.complete(alive)
+        wait_for_state(client, dead.task_id, "pending")  # its holder never came back
+        assert [a.outcome for a in client.task(alive.task_id).attempts] == ["succeeded"]
+        assert [a.outcome for a in client.task(dead.task_id).attempts] == ["lost"]
 
 
 def test_retry_budget_exhausted_fails_the_task(scheduler):
