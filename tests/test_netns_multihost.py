@@ -138,6 +138,23 @@ def stored_results(cluster: Cluster, submission: str) -> dict[int, tuple[bool, i
     return stored
 
 
+def host_down_until_noticed(
+    cluster: Cluster, service: ServiceProcess, host: Host, workers: list[ServiceProcess], noticed: str
+) -> None:
+    """A host dies (its service killed, its link down) until every worker has logged ``noticed``,
+    then comes back on the same address with the service restarted."""
+    service.kill()
+    cluster.net.cut(host)
+    for worker in workers:
+        worker.wait_for_line(lambda line: noticed in line, timeout=60)
+    cluster.net.restore(host)
+    service.start()
+
+
+def successes(stored: dict[int, tuple[bool, int, str]]) -> dict[int, bool]:
+    return {index: success for index, (success, _, _) in stored.items()}
+
+
 def test_worker_cut_off_past_its_lease_loses_the_task_and_its_late_writes_are_refused(cluster: Cluster) -> None:
     manifest = cluster.submit("cut", episodes=4, mean_seconds=1.0)
     w1 = cluster.start_worker("w1")
@@ -156,7 +173,7 @@ def test_worker_cut_off_past_its_lease_loses_the_task_and_its_late_writes_are_re
     w1.wait_for_line(lambda line: refusal in line, timeout=120)
 
     stored = stored_results(cluster, "cut")
-    assert {i: success for i, (success, _, _) in stored.items()} == expected_results(manifest)
+    assert successes(stored) == expected_results(manifest)
     moved = cluster.cli_json("task", task_id)["episodes"]
     assert [(e["worker_id"], e["fencing_token"]) for e in moved] == [("w2", 2)]
     summary = cluster.cli_json("summary", "cut")
@@ -187,7 +204,7 @@ def test_worker_cut_off_from_the_scheduler_only_has_its_finished_episode_refused
     assert [(a["worker_id"], a["outcome"]) for a in moved["attempts"]] == [("w1", "lost"), ("w2", "succeeded")]
     assert [(e["worker_id"], e["fencing_token"]) for e in moved["episodes"]] == [("w2", 2)]
     stored = stored_results(cluster, "partial")
-    assert {i: success for i, (success, _, _) in stored.items()} == expected_results(manifest)
+    assert successes(stored) == expected_results(manifest)
 
 
 # The workers' channels must reconnect (up to 2 s of backoff) and heartbeat within one lease
@@ -198,16 +215,11 @@ def test_scheduler_host_killed_and_restarted_workers_reconnect_and_finish(cluste
     workers = [cluster.start_worker(name) for name in ("w1", "w2")]
     workers[0].wait_for_line(ENDED.search, timeout=60)
 
-    cluster.scheduler.kill()
-    cluster.net.cut(cluster.scheduler_host)
-    for worker in workers:
-        worker.wait_for_line(lambda line: "scheduler unreachable" in line, timeout=60)
-    cluster.net.restore(cluster.scheduler_host)
-    cluster.scheduler.start()
+    host_down_until_noticed(cluster, cluster.scheduler, cluster.scheduler_host, workers, "scheduler unreachable")
 
     cluster.wait_finished("restart")
     stored = stored_results(cluster, "restart")
-    assert {i: success for i, (success, _, _) in stored.items()} == expected_results(manifest)
+    assert successes(stored) == expected_results(manifest)
     assert {worker for _, _, worker in stored.values()} == {"w1", "w2"}
     assert all(worker.running for worker in workers)
     # The outage cost no worker its task: the leases held across it were renewed, not reaped.
@@ -222,16 +234,11 @@ def test_inference_host_killed_episodes_in_flight_become_infrastructure_retries(
     workers = [cluster.start_worker(name) for name in ("w1", "w2")]
     in_flight = [worker.wait_for_line(CLAIMED.search, timeout=60).group(1) for worker in workers]
 
-    cluster.policy.kill()
-    cluster.net.cut(cluster.policy_host)
-    for worker in workers:
-        worker.wait_for_line(lambda line: "[policy_unavailable]" in line, timeout=60)
-    cluster.net.restore(cluster.policy_host)
-    cluster.policy.start()
+    host_down_until_noticed(cluster, cluster.policy, cluster.policy_host, workers, "[policy_unavailable]")
 
     cluster.wait_finished("infer")
     stored = stored_results(cluster, "infer")
-    assert {i: success for i, (success, _, _) in stored.items()} == expected_results(manifest)
+    assert successes(stored) == expected_results(manifest)
     for task_id in in_flight:
         attempts = cluster.cli_json("task", task_id)["attempts"]
         assert attempts[0]["outcome"] == "failed" and "policy_unavailable" in attempts[0]["error"], attempts
