@@ -183,17 +183,20 @@ class Worker:
             return False
         if lease is None:
             return False
-        log.info("claimed %s (attempt %d, episodes %s)", lease.task_id, lease.attempt, list(lease.episodes))
         try:
             manifest = self._manifest(lease.manifest_hash)
         except (ManifestError, NotFound) as exc:
             failure = EpisodeFailure(FailureReason.BENCHMARK_ERROR, f"manifest {lease.manifest_hash}: {exc}")
+            log.warning("claimed %s but cannot run it: %s", lease.task_id, failure)
             self._end_lease(lease, lambda: self._scheduler.fail(lease, str(failure), failure.retryable))
             return True
         task = HeldTask(lease, manifest, deque(lease.episodes))
         self._tasks[lease.task_id] = task
         assert self._keeper is not None
         self._keeper.hold(lease)
+        # Logged once held, manifest in hand: from here the task needs the scheduler only for
+        # heartbeats and reports (the multi-host tests partition a worker on this line).
+        log.info("claimed %s (attempt %d, episodes %s)", lease.task_id, lease.attempt, list(lease.episodes))
         if task.finished_running:
             self._finish(task)
         return True
