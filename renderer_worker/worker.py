@@ -33,7 +33,7 @@ from renderer_worker.lease_keeper import LeaseKeeper, LeaseLost
 from renderer_worker.policy_endpoints import PolicyEndpoints
 from renderer_worker.runner import EpisodeEnded, EpisodeRunner
 from scheduler.client import SchedulerClient
-from scheduler.errors import NotFound, StaleLease, Unavailable
+from scheduler.errors import InvalidArgument, NotFound, StaleLease, Unavailable
 
 log = logging.getLogger(__name__)
 
@@ -273,6 +273,12 @@ class Worker:
             )
         except (StaleLease, NotFound, Unavailable) as exc:
             self._lease_lost(LeaseLost(lease.task_id, lease.fencing_token, f"report not stored: {exc}"))
+            return
+        except InvalidArgument as exc:
+            # The adapter produced a result the scheduler cannot store; it would do so again anywhere.
+            failure = EpisodeFailure(FailureReason.BENCHMARK_ERROR, f"episode {index}: result refused: {exc}")
+            log.warning("%s: %s", task.lease.task_id, failure)
+            self._fail_task(task, failure)
             return
         task.reported.add(index)
 

@@ -22,7 +22,7 @@ from evalfleet.v1 import scheduler_pb2_grpc as pb_grpc
 from manifests.format import Manifest
 from evalfleet.auth import bearer_metadata
 from scheduler.errors import from_rpc_error
-from scheduler.limits import MESSAGE_LIMIT
+from scheduler.limits import MAX_TEXT_BYTES, MESSAGE_LIMIT
 
 DEFAULT_ADDRESS = "127.0.0.1:50051"
 ADDRESS_ENV = "EVALFLEET_SCHEDULER"
@@ -206,11 +206,12 @@ class SchedulerClient:
 
     def fail(self, lease: Lease, error: str, retryable: bool = True) -> str:
         """Ends the attempt as an infrastructure failure; returns the task's new state name."""
-        response = self._call("Fail", pb.FailRequest(lease=_ref(lease), error=error, retryable=retryable))
+        request = pb.FailRequest(lease=_ref(lease), error=clip_text(error), retryable=retryable)
+        response = self._call("Fail", request)
         return pb.TaskState.Name(response.state).removeprefix("TASK_STATE_").lower()
 
     def release(self, lease: Lease, reason: str = "") -> None:
-        self._call("Release", pb.ReleaseRequest(lease=_ref(lease), reason=reason))
+        self._call("Release", pb.ReleaseRequest(lease=_ref(lease), reason=clip_text(reason)))
 
     # Reads and operations ---------------------------------------------------------------------
 
@@ -261,6 +262,16 @@ def episode_result(
         trace_digest=trace_digest,
         info_json=json.dumps(dict(info)) if info else "",
     )
+
+
+def clip_text(text: str, limit: int = MAX_TEXT_BYTES) -> str:
+    """Cuts diagnostic text to what the scheduler stores, marking the cut. A simulator's error can
+    be arbitrarily long; refusing it would leave the worker unable to end the attempt at all."""
+    encoded = text.encode("utf-8")
+    if len(encoded) <= limit:
+        return text
+    marker = f" [... cut; {len(encoded)} bytes in all]"
+    return encoded[: limit - len(marker)].decode("utf-8", "ignore") + marker
 
 
 def _ref(lease: Lease) -> pb.LeaseRef:

@@ -5,7 +5,8 @@ plugged by a veth pair into a bridge that lives in a namespace of its own, so no
 the machine's own network. Unplugging a host (``cut``) takes its switch port down: the host keeps
 its address and routes, and its packets are silently dropped, as when a cable or a top-of-rack
 switch fails, rather than refused at once. ``cut_between`` drops only what two hosts send each
-other (a partial partition: a worker that still reaches its inference server but not the scheduler). Processes run on a host through ``ip netns exec``.
+other (a partial partition: a worker that still reaches its inference server but not the
+scheduler). Processes run on a host through ``ip netns exec``.
 
 Needs root (CAP_NET_ADMIN) and iproute2; ``netns_unavailable`` says why not, for a skip.
 """

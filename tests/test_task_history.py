@@ -10,6 +10,7 @@ from manifests.synthetic import build_synthetic
 from procs import cli
 from scheduler.client import selector
 from scheduler.errors import InvalidArgument, NotFound
+from scheduler.limits import MAX_TEXT_BYTES
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -50,6 +51,16 @@ def test_every_attempt_is_kept_with_its_worker_outcome_and_error(scheduler):
     assert data["task"]["state"] == "succeeded" and data["attempts"][0]["fencing_token"] == 1
     human = cli("task", "hist-00000", env=env)
     assert human.returncode == 0 and "renderer crashed" in human.stdout and "worker draining" in human.stdout
+
+
+def test_an_overlong_error_is_clipped_not_refused(scheduler):
+    client = scheduler.client()
+    client.submit([build_synthetic(1, seed=3)], "synthetic", batch_size=1, submission_id="long")
+    lease = client.claim("w1", ["synthetic"])
+    assert client.fail(lease, "Traceback " + "x" * 100_000, retryable=False) == "failed"
+    (attempt,) = client.task(lease.task_id).attempts
+    assert attempt.error.startswith("Traceback xxx") and attempt.error.endswith("; 100010 bytes in all]")
+    assert len(attempt.error.encode()) <= MAX_TEXT_BYTES
 
 
 def test_a_running_attempt_has_no_end(scheduler):

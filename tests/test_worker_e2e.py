@@ -16,7 +16,7 @@ import pytest
 from evalfleet.v1 import scheduler_pb2 as pb
 from inference_server.checkpoint import seal
 from inference_server.client import PolicyClient
-from manifests.format import write
+from manifests.format import build, write
 from manifests.synthetic import build_synthetic
 from procs import cli
 from renderer_worker.benchmarks.synthetic import SyntheticBenchmark
@@ -121,6 +121,28 @@ def test_inference_server_restart_mid_episode_is_an_infrastructure_retry(schedul
     summary = client.summary("restart")
     assert summary.episodes_completed == 2
     assert summary.episodes_succeeded == sum(e["success"] for e in manifest.episodes)
+
+
+def test_a_result_the_scheduler_refuses_fails_its_task_not_the_worker(scheduler, start_policy, start_worker):
+    """A poison episode (its id is so long that its result's info exceeds the scheduler's limit)
+    must not crash the worker, or it would crash every worker that tries it in turn."""
+    client = scheduler.client()
+    policy = start_policy("syn")
+    fine = build_synthetic(2, seed=4, mean_seconds=0.2)
+    poison_entry = {**fine.episodes[0], "episode_id": "p" * 40_000}
+    poison = build(benchmark="synthetic", task="poison", setting="default", episodes=[poison_entry])
+    identity = _digest(policy.address)
+    client.submit([poison, fine], "synthetic", batch_size=1, submission_id="poison", checkpoint=identity)
+    worker = start_worker(scheduler.address, [policy.address], worker_id="sturdy")
+
+    wait_until(lambda: client.status("poison").tasks.succeeded == 2, 60, "the healthy tasks done")
+    wait_until(lambda: client.status("poison").tasks.failed == 1, 60, "the poison task ended")
+    assert worker.running
+    failed = client.tasks(selector("poison", states=["failed"])).tasks
+    assert [t.attempts for t in failed] == [1], "refused anywhere alike: not retried"
+    assert failed[0].last_error == (
+        "[benchmark_error] episode 0: result refused: result.info_json: larger than 65536 bytes"
+    )
 
 
 def test_worker_serving_another_identity_claims_nothing(scheduler, start_policy, start_worker):
