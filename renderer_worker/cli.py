@@ -20,6 +20,7 @@ from renderer_worker.policy_endpoints import PolicyEndpoints
 from renderer_worker.worker import Worker, WorkerConfig
 from evalfleet.auth import TokenError, read_token
 from scheduler.client import SchedulerClient, default_address, read_tls_ca
+from scheduler.errors import SchedulerError
 
 EXIT_BAD_INPUT = 2
 
@@ -107,7 +108,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     worker.install_signal_handlers()
     print(f"renderer-worker {worker_id} started (routes {','.join(routes)}, concurrency {args.concurrency})",
           flush=True)
-    return worker.run()
+    try:
+        return worker.run()
+    except SchedulerError as exc:  # e.g. a wrong token: retrying cannot help
+        print(f"renderer-worker: the scheduler refused this worker: {exc.code.name}: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
 
 
 def _versions(device: render_device.RenderDevice) -> dict[str, str]:

@@ -33,7 +33,7 @@ from renderer_worker.lease_keeper import LeaseKeeper, LeaseLost
 from renderer_worker.policy_endpoints import PolicyEndpoints
 from renderer_worker.runner import EpisodeEnded, EpisodeRunner
 from scheduler.client import SchedulerClient
-from scheduler.errors import InvalidArgument, NotFound, StaleLease, Unavailable
+from scheduler.errors import InvalidArgument, NotFound, SchedulerError, StaleLease, Unavailable
 
 log = logging.getLogger(__name__)
 
@@ -329,6 +329,9 @@ class Worker:
             log.warning("task %s moved on before it could be ended: %s", lease.task_id, exc)
         except Unavailable as exc:
             log.warning("task %s left to its lease expiry (scheduler unreachable): %s", lease.task_id, exc)
+        except SchedulerError as exc:
+            # Not expected of a correct worker; the lease's expiry retries the task either way.
+            log.error("task %s left to its lease expiry (scheduler refused to end it): %s", lease.task_id, exc)
         else:
             log.info("task %s ended%s", lease.task_id, f": {outcome}" if outcome else "")
 

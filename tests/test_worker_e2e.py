@@ -168,6 +168,19 @@ def test_unknown_gpu_uuid_is_refused():
     assert run.returncode == 2 and "GPU-00000000-dead is not on this machine" in run.stderr
 
 
+def test_a_worker_the_scheduler_refuses_exits_2_saying_why(start_scheduler, tmp_path):
+    (tmp_path / "right").write_text("right-token\n")
+    (tmp_path / "wrong").write_text("wrong-token\n")
+    scheduler = start_scheduler("--token-file", str(tmp_path / "right"))
+    run = subprocess.run(
+        [sys.executable, "-m", "renderer_worker.cli", "--scheduler", scheduler.address, "--policy", "127.0.0.1:1",
+         "--cpu", "--token-file", str(tmp_path / "wrong"), "--output", str(tmp_path / "out")],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert run.returncode == 2, run.stderr
+    assert "the scheduler refused this worker: UNAUTHENTICATED" in run.stderr and "Traceback" not in run.stderr
+
+
 def _policy_steps_logged(directory: Path) -> int:
     """Policy steps written to the episode logs so far (one JSON line each)."""
     return sum(path.read_text().count('"event": "step"') for path in directory.rglob("*.jsonl"))
