@@ -242,12 +242,21 @@ async def evict_idle_sessions(service: PolicyService) -> None:
             log.info("evicted idle session %s", session_id)
 
 
+# A worker host that dies or is cut off mid-episode sends nothing more, not even a FIN. Between its
+# observations the server has nothing to send either, so without pings its stream would stay
+# attached for good, and every batch would wait out its timeout for a step that never comes. Pinging
+# every connection every 10 s ends such a stream within 15 s (gRPC clients answer pings unasked).
+KEEPALIVE_OPTIONS = (("grpc.keepalive_time_ms", 10_000), ("grpc.keepalive_timeout_ms", 5_000),
+                     ("grpc.keepalive_permit_without_calls", 1))
+
+
 def build_server(service: PolicyService) -> tuple[grpc.aio.Server, health.aio.HealthServicer]:
     """An aio server with the Policy service, health (NOT_SERVING for now) and reflection."""
     limit = service.config.max_message_bytes
     server = grpc.aio.server(interceptors=[MalformedRequestInterceptor()],
                              options=[("grpc.max_receive_message_length", limit),
-                                      ("grpc.max_send_message_length", limit)])
+                                      ("grpc.max_send_message_length", limit),
+                                      *KEEPALIVE_OPTIONS])
     policy_pb2_grpc.add_PolicyServicer_to_server(service, server)
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)

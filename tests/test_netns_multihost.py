@@ -16,6 +16,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Iterator
 
@@ -37,6 +38,7 @@ LEASE_SECONDS = 3
 POLICY_TIMEOUT_SECONDS = 4
 SCHEDULER_PORT = 50051
 POLICY_PORT = 9340
+POLICY_METRICS_PORT = 9341
 CLAIMED = re.compile(r"claimed (\S+) \(attempt (\d+)")
 ENDED = re.compile(r"task (\S+) ended")
 
@@ -59,18 +61,18 @@ class Cluster:
             "--lease-seconds", str(lease_seconds), port=SCHEDULER_PORT))
         self.policy = self._service(self.policy_host, "policy", policy_argv(
             "syn", checkpoint_root, "--host", self.policy_host.address, "--token-file", str(self.token_file),
-            port=POLICY_PORT))
+            "--metrics-port", str(POLICY_METRICS_PORT), port=POLICY_PORT))
         self.workers: dict[str, ServiceProcess] = {}
 
     def _service(self, host: Host, name: str, argv: list[str], **kwargs: object) -> ServiceProcess:
         return ServiceProcess(host.argv(argv), self.tmp / "logs" / f"{name}.log", **kwargs)  # type: ignore[arg-type]
 
-    def start_worker(self, name: str) -> ServiceProcess:
+    def start_worker(self, name: str, *extra: str) -> ServiceProcess:
         argv = worker_argv(
             self.scheduler_address, [self.policy_address], "--cpu", "--worker-id", name,
             "--token-file", str(self.token_file), "--output", str(self.tmp / "episodes" / name),
             "--poll-seconds", "0.2", "--policy-timeout", str(POLICY_TIMEOUT_SECONDS),
-            "--adapter-option", "synthetic.time_scale=1.0",
+            "--adapter-option", "synthetic.time_scale=1.0", *extra,
         )
         worker = self._service(self.worker_hosts[name], f"worker-{name}", argv, ready=WORKER_LINE)
         self.workers[name] = worker.start()
@@ -98,6 +100,20 @@ class Cluster:
                        "--submission-id", submission)
         assert run.returncode == 0, run.stderr
         return manifest
+
+    def policy_gauge(self, name: str) -> float:
+        """One gauge of the inference server's /metrics, read on its own host."""
+        url = f"http://{self.policy_host.endpoint(POLICY_METRICS_PORT)}/metrics"
+        read = f"import urllib.request; print(urllib.request.urlopen({url!r}, timeout=10).read().decode())"
+        run = subprocess.run(self.policy_host.argv([sys.executable, "-c", read]), capture_output=True, text=True,
+                             timeout=30)
+        assert run.returncode == 0, run.stderr
+        return float(re.search(rf"^{name} (\S+)$", run.stdout, re.MULTILINE).group(1))
+
+    def wait_policy_gauge(self, name: str, value: float, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while (current := self.policy_gauge(name)) != value:
+            assert time.monotonic() < deadline, f"{name} still {current}, not {value}, after {timeout}s"
 
     def wait_finished(self, submission: str, timeout: float = 180.0) -> None:
         """Returns once no task of ``submission`` is pending or leased (`status --watch` exits)."""
@@ -246,3 +262,18 @@ def test_inference_host_killed_episodes_in_flight_become_infrastructure_retries(
     summary = cluster.cli_json("summary", "infer")
     assert (summary["episodes_completed"], summary["complete"]) == (8, True)
     assert summary["episodes_succeeded"] == sum(expected_results(manifest).values())
+
+
+def test_inference_server_ends_the_stream_of_a_worker_host_that_died(cluster: Cluster) -> None:
+    """A dead host sends nothing more, not even a FIN: its stream would count as attached forever
+    and every batch would wait out its timeout for a step that never comes. Keepalive pings end it.
+    Observations 8 s apart (a chunk of 4 at 0.5 steps/s), as with a real simulator: with none in
+    flight, nothing else on the connection would notice the host is gone."""
+    cluster.submit("dead", episodes=1, mean_seconds=120.0)
+    w1 = cluster.start_worker("w1", "--adapter-option", "synthetic.steps_per_second=0.5")
+    w1.wait_for_line(CLAIMED.search, timeout=60)
+    cluster.wait_policy_gauge("evalfleet_policy_streams", 1, timeout=60)
+
+    cluster.net.cut(cluster.worker_hosts["w1"])
+    w1.kill()
+    cluster.wait_policy_gauge("evalfleet_policy_streams", 0, timeout=60)
