@@ -1,8 +1,11 @@
 """The inference servers a worker can use, what each serves, and which one takes the next episode.
 
-Identities are resolved with ``GetIdentity`` before every claim, so the claim filter always lists
-exactly the checkpoints reachable now: a server restarted with another checkpoint, or gone, stops
-attracting tasks it cannot serve. Each episode goes to the least-loaded server that serves its
+Identities are resolved with ``GetIdentity`` before every claim, so the claim filter lists exactly
+the checkpoints reachable now: a server restarted with another checkpoint, or gone, stops attracting
+tasks it cannot serve. Servers that answered last time are asked again at once, concurrently; one
+that did not is asked in the background, and is back in the filter from the first claim after it
+answers: a dead inference host (which may not even refuse, only stay silent until the timeout) then
+never holds up the worker's loop. Each episode goes to the least-loaded server that serves its
 task's checkpoint, counting the sessions the server reported at the last refresh plus those this
 worker has opened there since.
 """
@@ -11,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -26,48 +30,67 @@ class Endpoint:
     digest: str = ""
     sessions: int = 0
     reachable: bool = False
+    probed: bool = False
     # What the served model consumes: episodes send exactly these cameras and state entries.
     cameras: tuple[str, ...] = ()
     state: tuple[str, ...] = ()
 
 
 class PolicyEndpoints:
-    def __init__(self, addresses: Sequence[str], token: str | None = None, timeout_s: float = 10.0) -> None:
+    def __init__(self, addresses: Sequence[str], token: str | None = None, timeout_s: float = 3.0) -> None:
         if not addresses:
             raise ValueError("at least one --policy endpoint is required")
         self._endpoints = {address: Endpoint(address) for address in dict.fromkeys(addresses)}
         self._clients = {address: PolicyClient(address, token, timeout_s=timeout_s) for address in self._endpoints}
         self._opened_since_refresh = {address: 0 for address in self._endpoints}
         self._lock = threading.Lock()
+        self._probes = ThreadPoolExecutor(max_workers=len(self._endpoints), thread_name_prefix="policy-probe")
+        self._background: dict[str, Future[None]] = {}
 
     def close(self) -> None:
+        self._probes.shutdown(cancel_futures=True)
         for client in self._clients.values():
             client.close()
 
     def refresh(self) -> None:
-        """Asks every server for its identity and load; unreachable ones serve nothing for now."""
-        for address, client in self._clients.items():
-            endpoint = self._endpoints[address]
-            try:
-                # A restarted server is a new instance to learn here, not an error.
-                client.unpin()
-                response = client.identity()
-            except PolicyError as exc:
-                if endpoint.reachable:
+        """Asks every server for its identity and load: those that answered last time (or were
+        never asked) now, the others in the background; unreachable ones serve nothing for now."""
+        with self._lock:
+            inline = [a for a, e in self._endpoints.items() if e.reachable or not e.probed]
+            silent = [a for a in self._endpoints if a not in inline and a not in self._background]
+            for address in silent:
+                self._background[address] = self._probes.submit(self._probe, address)
+        list(self._probes.map(self._probe, inline))
+
+    def _probe(self, address: str) -> None:
+        client, endpoint = self._clients[address], self._endpoints[address]
+        try:
+            # A restarted server is a new instance to learn here, not an error.
+            client.unpin()
+            response = client.identity()
+        except PolicyError as exc:
+            with self._lock:
+                if endpoint.reachable or not endpoint.probed:
                     log.warning("policy server %s unreachable: %s", address, exc)
-                endpoint.reachable, endpoint.digest = False, ""
-                continue
+                endpoint.reachable, endpoint.probed, endpoint.digest = False, True, ""
+                self._background.pop(address, None)
+            return
+        with self._lock:
             if endpoint.digest and endpoint.digest != response.digest:
                 log.warning("policy server %s now serves %s (was %s)", address, response.digest, endpoint.digest)
-            endpoint.reachable, endpoint.digest, endpoint.sessions = True, response.digest, response.load.sessions
+            elif not endpoint.reachable and endpoint.probed:
+                log.info("policy server %s reachable again", address)
+            endpoint.reachable, endpoint.probed = True, True
+            endpoint.digest, endpoint.sessions = response.digest, response.load.sessions
             endpoint.cameras = tuple(camera.name for camera in response.identity.cameras)
             endpoint.state = tuple(entry.name for entry in response.identity.state)
-            with self._lock:
-                self._opened_since_refresh[address] = 0
+            self._opened_since_refresh[address] = 0
+            self._background.pop(address, None)
 
     def digests(self) -> list[str]:
         """Checkpoint identities served right now (the claim filter)."""
-        return sorted({e.digest for e in self._endpoints.values() if e.reachable})
+        with self._lock:
+            return sorted({e.digest for e in self._endpoints.values() if e.reachable})
 
     def choose(self, checkpoint: str) -> Endpoint | None:
         """The least-loaded reachable server for ``checkpoint`` (any, when the task names none)."""

@@ -48,6 +48,7 @@ class Cluster:
 
     def __init__(self, tmp: Path, checkpoint_root: Path, lease_seconds: float) -> None:
         self.tmp = tmp
+        self.checkpoint_root = checkpoint_root
         self.net = Network()
         self.scheduler_host = self.net.add_host("sched")
         self.policy_host = self.net.add_host("policy")
@@ -59,17 +60,22 @@ class Cluster:
         self.scheduler = self._service(self.scheduler_host, "scheduler", scheduler_argv(
             tmp / "scheduler.sqlite", "--host", self.scheduler_host.address, "--token-file", str(self.token_file),
             "--lease-seconds", str(lease_seconds), port=SCHEDULER_PORT))
-        self.policy = self._service(self.policy_host, "policy", policy_argv(
-            "syn", checkpoint_root, "--host", self.policy_host.address, "--token-file", str(self.token_file),
-            "--metrics-port", str(POLICY_METRICS_PORT), port=POLICY_PORT))
+        self.policy = self.policy_service(self.policy_host)
         self.workers: dict[str, ServiceProcess] = {}
+        self.extra_services: list[ServiceProcess] = []
+
+    def policy_service(self, host: Host) -> ServiceProcess:
+        """An inference server for the `syn` checkpoint on ``host`` (not started)."""
+        return self._service(host, host.name, policy_argv(
+            "syn", self.checkpoint_root, "--host", host.address, "--token-file", str(self.token_file),
+            "--metrics-port", str(POLICY_METRICS_PORT), port=POLICY_PORT))
 
     def _service(self, host: Host, name: str, argv: list[str], **kwargs: object) -> ServiceProcess:
         return ServiceProcess(host.argv(argv), self.tmp / "logs" / f"{name}.log", **kwargs)  # type: ignore[arg-type]
 
-    def start_worker(self, name: str, *extra: str) -> ServiceProcess:
+    def start_worker(self, name: str, *extra: str, policies: tuple[str, ...] = ()) -> ServiceProcess:
         argv = worker_argv(
-            self.scheduler_address, [self.policy_address], "--cpu", "--worker-id", name,
+            self.scheduler_address, list(policies or [self.policy_address]), "--cpu", "--worker-id", name,
             "--token-file", str(self.token_file), "--output", str(self.tmp / "episodes" / name),
             "--poll-seconds", "0.2", "--policy-timeout", str(POLICY_TIMEOUT_SECONDS),
             "--adapter-option", "synthetic.time_scale=1.0", *extra,
@@ -121,7 +127,7 @@ class Cluster:
         assert run.returncode == 0, run.stderr
 
     def close(self) -> None:
-        for service in [*self.workers.values(), self.policy, self.scheduler]:
+        for service in [*self.workers.values(), *self.extra_services, self.policy, self.scheduler]:
             service.kill()
         self.net.close()
 
@@ -277,3 +283,19 @@ def test_inference_server_ends_the_stream_of_a_worker_host_that_died(cluster: Cl
     cluster.net.cut(cluster.worker_hosts["w1"])
     w1.kill()
     cluster.wait_policy_gauge("evalfleet_policy_streams", 0, timeout=60)
+
+
+def test_one_of_two_inference_hosts_dies_and_the_other_finishes_the_evaluation(cluster: Cluster) -> None:
+    spare_host = cluster.net.add_host("policy2")
+    spare = cluster.policy_service(spare_host)
+    cluster.extra_services.append(spare.start())
+    manifest = cluster.submit("spare", episodes=8, mean_seconds=1.0)
+    worker = cluster.start_worker("w1", "--concurrency", "2",
+                                  policies=(cluster.policy_address, spare_host.endpoint(POLICY_PORT)))
+    worker.wait_for_line(ENDED.search, timeout=60)
+
+    cluster.policy.kill()
+    cluster.net.cut(cluster.policy_host)  # and it stays gone
+    cluster.wait_finished("spare")
+    assert successes(stored_results(cluster, "spare")) == expected_results(manifest)
+    assert worker.running
