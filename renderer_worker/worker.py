@@ -99,11 +99,14 @@ class Worker:
         self._next_claim_at = 0.0
         self._stopping = False
         self._grace_deadline = float("inf")
+        self._stop_requested_at: float | None = None
 
     # Lifecycle ------------------------------------------------------------------------------
 
     def request_stop(self) -> None:
         """Thread- and signal-safe: stop claiming, finish or hand back what is held, exit."""
+        if self._stop_requested_at is None:
+            self._stop_requested_at = time.monotonic()
         self._events.put(_Stop())
 
     def install_signal_handlers(self) -> None:
@@ -111,15 +114,11 @@ class Worker:
             signal.signal(sig, lambda *_: self.request_stop())
 
     def run(self) -> int:
-        registered = self._retry(
-            lambda: self._scheduler.register_worker(
-                self.config.worker_id,
-                self.config.routes,
-                host=self.config.host,
-                gpu_uuid=self.config.gpu_uuid,
-                versions=self.config.versions,
-            )
-        )
+        try:
+            registered = self._register()
+        except Unavailable:
+            log.info("worker %s stopped before the scheduler could be reached", self.config.worker_id)
+            return 0
         log.info("worker %s registered (lease %ss)", self.config.worker_id, registered.lease_seconds)
         # A call unanswered for a whole lease period cannot keep the lease anyway: give up on it and
         # retry, rather than wait out a long default while the network is partitioned.
@@ -140,6 +139,17 @@ class Worker:
             self._policies.close()
         log.info("worker %s stopped", self.config.worker_id)
         return 0
+
+    def _register(self) -> pb.RegisterWorkerResponse:
+        return self._retry(
+            lambda: self._scheduler.register_worker(
+                self.config.worker_id,
+                self.config.routes,
+                host=self.config.host,
+                gpu_uuid=self.config.gpu_uuid,
+                versions=self.config.versions,
+            )
+        )
 
     def _next_event(self) -> Any:
         timeout = max(0.01, min(self._next_claim_at - time.monotonic(), 0.5))
@@ -185,6 +195,9 @@ class Worker:
             return False
         try:
             manifest = self._manifest(lease.manifest_hash)
+        except Unavailable as exc:  # only once a shutdown's grace period is over
+            log.warning("task %s left to its lease expiry (manifest not fetched): %s", lease.task_id, exc)
+            return False
         except (ManifestError, NotFound) as exc:
             failure = EpisodeFailure(FailureReason.BENCHMARK_ERROR, f"manifest {lease.manifest_hash}: {exc}")
             log.warning("claimed %s but cannot run it: %s", lease.task_id, failure)
@@ -367,6 +380,13 @@ class Worker:
 
     # Scheduler calls ------------------------------------------------------------------------
 
+    def _retry_deadline(self) -> float:
+        """Retries last until the shutdown grace period ends, counted from the signal itself: the
+        loop that would handle the signal may be the one stuck retrying an unreachable scheduler."""
+        if self._stop_requested_at is None:
+            return self._grace_deadline
+        return min(self._grace_deadline, self._stop_requested_at + self.config.grace_seconds)
+
     def _retry(self, call: Callable[[], T]) -> T:
         """Retries through scheduler outages: every write is idempotent or fenced."""
         delay = 0.1
@@ -374,7 +394,7 @@ class Worker:
             try:
                 return call()
             except Unavailable as exc:
-                if time.monotonic() > self._grace_deadline:
+                if time.monotonic() > self._retry_deadline():
                     raise
                 log.warning("scheduler unreachable, retrying in %.1fs: %s", delay, exc)
                 time.sleep(delay)

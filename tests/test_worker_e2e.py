@@ -18,7 +18,7 @@ from inference_server.checkpoint import seal
 from inference_server.client import PolicyClient
 from manifests.format import build, write
 from manifests.synthetic import build_synthetic
-from procs import cli
+from procs import WORKER_LINE, ServiceProcess, cli, free_port, worker_argv
 from renderer_worker.benchmarks.synthetic import SyntheticBenchmark
 from scheduler.client import SchedulerClient, selector
 
@@ -179,6 +179,20 @@ def test_a_worker_the_scheduler_refuses_exits_2_saying_why(start_scheduler, tmp_
     )
     assert run.returncode == 2, run.stderr
     assert "the scheduler refused this worker: UNAUTHENTICATED" in run.stderr and "Traceback" not in run.stderr
+
+
+def test_a_worker_that_cannot_reach_the_scheduler_still_stops_on_sigterm(tmp_path):
+    nobody = f"127.0.0.1:{free_port()}"
+    worker = ServiceProcess(
+        worker_argv(nobody, ["127.0.0.1:1"], "--cpu", "--grace-seconds", "1", "--output", str(tmp_path / "out")),
+        tmp_path / "worker.log", ready=WORKER_LINE,
+    ).start()
+    try:
+        worker.wait_for_line(lambda line: "scheduler unreachable" in line, timeout=60)
+        worker.proc.send_signal(signal.SIGTERM)
+        assert worker.proc.wait(timeout=30) == 0
+    finally:
+        worker.kill()
 
 
 def _policy_steps_logged(directory: Path) -> int:
