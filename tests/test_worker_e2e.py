@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sqlite3
 import subprocess
@@ -168,6 +169,40 @@ def test_unknown_gpu_uuid_is_refused():
     assert run.returncode == 2 and "GPU-00000000-dead is not on this machine" in run.stderr
 
 
+def test_a_crashed_simulator_process_is_an_infrastructure_retry(scheduler, start_policy, start_worker, tmp_path):
+    client = scheduler.client()
+    policy = start_policy("syn")
+    manifest = build_synthetic(2, seed=6, mean_seconds=30.0, sigma=0.01)
+    client.submit([manifest], "synthetic", batch_size=2, submission_id="crash", checkpoint=_digest(policy.address))
+    worker = start_worker(scheduler.address, [policy.address], "--adapter-option", "synthetic.time_scale=0.1")
+    wait_until(lambda: _policy_steps_logged(tmp_path / "episodes") >= 1, 60, "the first episode under way")
+    (episode_process,) = _episode_processes(worker.proc.pid)
+    os.kill(episode_process, signal.SIGKILL)
+
+    wait_until(lambda: client.status("crash").tasks.succeeded == 1, 120, "task retried and done")
+    (task,) = client.tasks(selector("crash")).tasks
+    assert task.attempts == 2 and task.last_error.startswith("[simulator_crash] episode process exited with code -9")
+    summary = client.summary("crash")
+    assert summary.episodes_completed == 2
+    assert summary.episodes_succeeded == sum(e["success"] for e in manifest.episodes)
+
+
+def test_an_episode_past_its_timeout_is_killed_and_retried_until_the_budget_is_spent(
+    scheduler, start_policy, start_worker
+):
+    client = scheduler.client()
+    policy = start_policy("syn")
+    client.submit([build_synthetic(1, seed=7, mean_seconds=600.0)], "synthetic", max_attempts=2,
+                  submission_id="slow", checkpoint=_digest(policy.address))
+    worker = start_worker(scheduler.address, [policy.address], "--episode-timeout", "1")
+
+    wait_until(lambda: client.status("slow").tasks.failed == 1, 120, "both attempts timed out")
+    (task,) = client.tasks(selector("slow")).tasks
+    assert task.attempts == 2 and task.last_error == "[timeout] episode 0 ran past 1.0s"
+    assert worker.running
+    assert client.summary("slow").episodes_completed == 0
+
+
 def test_a_worker_the_scheduler_refuses_exits_2_saying_why(start_scheduler, tmp_path):
     (tmp_path / "right").write_text("right-token\n")
     (tmp_path / "wrong").write_text("wrong-token\n")
@@ -193,6 +228,20 @@ def test_a_worker_that_cannot_reach_the_scheduler_still_stops_on_sigterm(tmp_pat
         assert worker.proc.wait(timeout=30) == 0
     finally:
         worker.kill()
+
+
+def _episode_processes(worker_pid: int) -> list[int]:
+    """The worker's spawned episode processes (not multiprocessing's resource tracker), from /proc."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+            cmdline = (stat.parent / "cmdline").read_bytes()
+        except OSError:
+            continue  # the process ended meanwhile
+        if int(text[text.rindex(")") + 2 :].split()[1]) == worker_pid and b"spawn_main" in cmdline:
+            found.append(int(stat.parent.name))
+    return found
 
 
 def _policy_steps_logged(directory: Path) -> int:
