@@ -35,6 +35,7 @@ if _UNAVAILABLE:
     pytest.skip(_UNAVAILABLE, allow_module_level=True)
 
 LEASE_SECONDS = 3
+BLIP_SECONDS = 1.5
 POLICY_TIMEOUT_SECONDS = 4
 SCHEDULER_PORT = 50051
 POLICY_PORT = 9340
@@ -158,6 +159,14 @@ def stored_results(cluster: Cluster, submission: str) -> dict[int, tuple[bool, i
             assert result["episode_index"] not in stored, f"episode {result['episode_index']} stored twice"
             stored[result["episode_index"]] = (result["success"], episode["fencing_token"], episode["worker_id"])
     return stored
+
+
+def wait_for_steps(episode_log: Path, steps: int, timeout: float = 60.0) -> None:
+    """Returns once the episode's JSON-lines log records ``steps`` policy steps."""
+    deadline = time.monotonic() + timeout
+    while not (episode_log.exists() and episode_log.read_text().count('"event": "step"') >= steps):
+        assert time.monotonic() < deadline, f"{episode_log}: fewer than {steps} steps after {timeout}s"
+        time.sleep(0.05)
 
 
 def host_down_until_noticed(
@@ -299,3 +308,22 @@ def test_one_of_two_inference_hosts_dies_and_the_other_finishes_the_evaluation(c
     cluster.wait_finished("spare")
     assert successes(stored_results(cluster, "spare")) == expected_results(manifest)
     assert worker.running
+
+
+@pytest.mark.parametrize("cluster", [8], indirect=True)
+def test_a_network_blip_shorter_than_the_lease_costs_nothing(cluster: Cluster) -> None:
+    """The worker's link drops for a few policy steps of its episode (its packets lost, not refused)
+    and comes back: TCP carries on, the lease holds, no attempt is spent and no episode re-run."""
+    manifest = cluster.submit("blip", episodes=2, mean_seconds=4.0)
+    w1 = cluster.start_worker("w1")
+    task_id = w1.wait_for_line(CLAIMED.search, timeout=60).group(1)
+    episode_log = cluster.tmp / "episodes" / "w1" / task_id / "episode-000000.jsonl"
+    wait_for_steps(episode_log, 1)
+    cluster.net.cut(cluster.worker_hosts["w1"])
+    time.sleep(BLIP_SECONDS)  # the fault's length, not a wait for anything
+    cluster.net.restore(cluster.worker_hosts["w1"])
+
+    cluster.wait_finished("blip")
+    assert successes(stored_results(cluster, "blip")) == expected_results(manifest)
+    for task in cluster.cli_json("tasks", "--submission", "blip")["tasks"]:
+        assert [a["outcome"] for a in cluster.cli_json("task", task["task_id"])["attempts"]] == ["succeeded"]
