@@ -3,10 +3,12 @@ each on a host of its own (a network namespace with its own address, see netns.p
 a switch that the tests unplug hosts from.
 
 What they pin: a worker cut off past its lease loses the task to the other worker, and whatever it
-tries to write once it is back is refused, so every episode is counted once; a scheduler host that
-dies and comes back is reconnected to and the evaluation finishes; an inference host that dies
-turns the episodes in flight into infrastructure retries, and the evaluation finishes once it is
-back. The operator's commands run on the scheduler's host, as over ssh.
+tries to write once it is back is refused, so every episode is counted once; a blip shorter than
+the lease costs nothing; a scheduler host that dies and comes back is reconnected to and the
+evaluation finishes without spending an attempt; an inference host that dies turns the episodes in
+flight into infrastructure retries, and the evaluation finishes once it is back (or on the other
+inference host); a dead worker host's stream is ended by the inference server. The operator's
+commands run on the scheduler's host, as over ssh. docs/faults.md lists the faults and these tests.
 """
 
 from __future__ import annotations
