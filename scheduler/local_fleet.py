@@ -127,6 +127,16 @@ class ServiceProcess:
             return self.proc.wait()
 
 
+def wait_until(condition: Callable[[], object], timeout: float, what: str, period: float = 0.1) -> object:
+    """Polls state the fleet changes on its own; returns the condition's first truthy value."""
+    deadline = time.monotonic() + timeout
+    while not (value := condition()):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"not within {timeout:g}s: {what}")
+        time.sleep(period)
+    return value
+
+
 def free_port() -> int:
     """A port that was free a moment ago, for a server that must come back on the same port."""
     with socket.socket() as sock:

@@ -23,7 +23,6 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from inference_server.checkpoint import seal
 from manifests.format import Manifest
@@ -37,6 +36,7 @@ from scheduler.local_fleet import (
     policy_argv,
     scheduler_argv,
     wait_serving,
+    wait_until,
     worker_argv,
 )
 from scheduler.store import MAX_ATTEMPTS
@@ -162,15 +162,6 @@ class Fleet:
             service.kill()
 
 
-def wait_until(condition: Callable[[], bool], timeout: float, what: str, period: float = 0.2) -> None:
-    """Polls state the fleet changes on its own."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"not within {timeout:.0f}s: {what}")
-        time.sleep(period)
-
-
 def evaluate(
     run_dir: Path,
     checkpoint_root: Path,
@@ -193,10 +184,10 @@ def evaluate(
         with SchedulerClient(fleet.scheduler.address) as client:
             client.submit([manifest], "synthetic", batch_size=5, max_attempts=MAX_ATTEMPTS, submission_id=SUBMISSION)
         for fault in plan:
-            wait_until(lambda: stored_episodes(fleet.db) >= fault.at * total, timeout, f"{fault.at:.0%} stored")
+            wait_until(lambda: stored_episodes(fleet.db) >= fault.at * total, timeout, f"{fault.at:.0%} stored", 0.2)
             stored = stored_episodes(fleet.db)
             log.append(f"t={time.monotonic() - started:6.1f}s stored={stored:5d}/{total} {fleet.inject(fault, rng)}")
-        wait_until(lambda: all_tasks_done(fleet.db), timeout, "every task finished")
+        wait_until(lambda: all_tasks_done(fleet.db), timeout, "every task finished", 0.2)
         with SchedulerClient(fleet.scheduler.address) as client:
             summary = client.summary(SUBMISSION)
     finally:

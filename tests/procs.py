@@ -15,6 +15,7 @@ from scheduler.local_fleet import (  # noqa: F401  (re-exported for the tests)
     policy_argv,
     scheduler_argv,
     wait_serving,
+    wait_until,
     worker_argv,
     WORKER_LINE,
 )
@@ -41,3 +42,8 @@ def db_fingerprint(db_path: Path) -> str:
             digest.update(repr(row).encode())
     conn.close()
     return digest.hexdigest()
+
+
+def policy_steps_logged(directory: Path) -> int:
+    """Policy steps written so far to the episode logs under ``directory`` (one JSON line each)."""
+    return sum(path.read_text().count('"event": "step"') for path in directory.rglob("*.jsonl"))

@@ -26,7 +26,7 @@ import pytest
 
 from netns import Host, Network, netns_unavailable
 from manifests.format import parse
-from procs import WORKER_LINE, ServiceProcess, policy_argv, scheduler_argv, worker_argv
+from procs import WORKER_LINE, ServiceProcess, policy_argv, policy_steps_logged, scheduler_argv, wait_until, worker_argv
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -120,9 +120,7 @@ class Cluster:
         return float(re.search(rf"^{name} (\S+)$", run.stdout, re.MULTILINE).group(1))
 
     def wait_policy_gauge(self, name: str, value: float, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while (current := self.policy_gauge(name)) != value:
-            assert time.monotonic() < deadline, f"{name} still {current}, not {value}, after {timeout}s"
+        wait_until(lambda: self.policy_gauge(name) == value, timeout, f"{name} == {value:g}")
 
     def wait_finished(self, submission: str, timeout: float = 180.0) -> None:
         """Returns once no task of ``submission`` is pending or leased (`status --watch` exits)."""
@@ -161,14 +159,6 @@ def stored_results(cluster: Cluster, submission: str) -> dict[int, tuple[bool, i
             assert result["episode_index"] not in stored, f"episode {result['episode_index']} stored twice"
             stored[result["episode_index"]] = (result["success"], episode["fencing_token"], episode["worker_id"])
     return stored
-
-
-def wait_for_steps(episode_log: Path, steps: int, timeout: float = 60.0) -> None:
-    """Returns once the episode's JSON-lines log records ``steps`` policy steps."""
-    deadline = time.monotonic() + timeout
-    while not (episode_log.exists() and episode_log.read_text().count('"event": "step"') >= steps):
-        assert time.monotonic() < deadline, f"{episode_log}: fewer than {steps} steps after {timeout}s"
-        time.sleep(0.05)
 
 
 def host_down_until_noticed(
@@ -319,8 +309,7 @@ def test_a_network_blip_shorter_than_the_lease_costs_nothing(cluster: Cluster) -
     manifest = cluster.submit("blip", episodes=2, mean_seconds=4.0)
     w1 = cluster.start_worker("w1")
     task_id = w1.wait_for_line(CLAIMED.search, timeout=60).group(1)
-    episode_log = cluster.tmp / "episodes" / "w1" / task_id / "episode-000000.jsonl"
-    wait_for_steps(episode_log, 1)
+    wait_until(lambda: policy_steps_logged(cluster.tmp / "episodes" / "w1" / task_id) >= 1, 60, "episode under way")
     cluster.net.cut(cluster.worker_hosts["w1"])
     time.sleep(BLIP_SECONDS)  # the fault's length, not a wait for anything
     cluster.net.restore(cluster.worker_hosts["w1"])

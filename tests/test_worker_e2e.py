@@ -8,9 +8,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import time
 from pathlib import Path
-from typing import Callable
 
 import pytest
 
@@ -19,22 +17,11 @@ from inference_server.checkpoint import seal
 from inference_server.client import PolicyClient
 from manifests.format import build, write
 from manifests.synthetic import build_synthetic
-from procs import WORKER_LINE, ServiceProcess, cli, free_port, worker_argv
+from procs import WORKER_LINE, ServiceProcess, cli, free_port, policy_steps_logged, wait_until, worker_argv
 from renderer_worker.benchmarks.synthetic import SyntheticBenchmark
 from scheduler.client import SchedulerClient, selector
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
-
-
-def wait_until(condition: Callable[[], object], timeout: float, what: str) -> object:
-    """Polls a condition on the scheduler's state (the processes under test act on their own)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise TimeoutError(f"not within {timeout}s: {what}")
 
 
 def completed(client: SchedulerClient, submission_id: str) -> int:
@@ -110,7 +97,7 @@ def test_inference_server_restart_mid_episode_is_an_infrastructure_retry(schedul
     manifest = build_synthetic(2, seed=5, mean_seconds=4.0, sigma=0.01)
     client.submit([manifest], "synthetic", submission_id="restart", checkpoint=_digest(policy.address))
     start_worker(scheduler.address, [policy.address], "--concurrency", "2", worker_id="patient")
-    wait_until(lambda: _policy_steps_logged(tmp_path / "episodes") >= 2, 60, "both episodes under way")
+    wait_until(lambda: policy_steps_logged(tmp_path / "episodes") >= 2, 60, "both episodes under way")
     port = policy.port
     policy.kill()
     start_policy("syn", port=port)
@@ -175,7 +162,7 @@ def test_a_crashed_simulator_process_is_an_infrastructure_retry(scheduler, start
     manifest = build_synthetic(2, seed=6, mean_seconds=30.0, sigma=0.01)
     client.submit([manifest], "synthetic", batch_size=2, submission_id="crash", checkpoint=_digest(policy.address))
     worker = start_worker(scheduler.address, [policy.address], "--adapter-option", "synthetic.time_scale=0.1")
-    wait_until(lambda: _policy_steps_logged(tmp_path / "episodes") >= 1, 60, "the first episode under way")
+    wait_until(lambda: policy_steps_logged(tmp_path / "episodes") >= 1, 60, "the first episode under way")
     (episode_process,) = _episode_processes(worker.proc.pid)
     os.kill(episode_process, signal.SIGKILL)
 
@@ -242,11 +229,6 @@ def _episode_processes(worker_pid: int) -> list[int]:
         if int(text[text.rindex(")") + 2 :].split()[1]) == worker_pid and b"spawn_main" in cmdline:
             found.append(int(stat.parent.name))
     return found
-
-
-def _policy_steps_logged(directory: Path) -> int:
-    """Policy steps written to the episode logs so far (one JSON line each)."""
-    return sum(path.read_text().count('"event": "step"') for path in directory.rglob("*.jsonl"))
 
 
 def _digest(address: str) -> str:
