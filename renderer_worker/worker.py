@@ -99,14 +99,19 @@ class Worker:
         self._next_claim_at = 0.0
         self._stopping = False
         self._grace_deadline = float("inf")
-        self._stop_requested_at: float | None = None
 
     # Lifecycle ------------------------------------------------------------------------------
 
     def request_stop(self) -> None:
-        """Thread- and signal-safe: stop claiming, finish or hand back what is held, exit."""
-        if self._stop_requested_at is None:
-            self._stop_requested_at = time.monotonic()
+        """Thread- and signal-safe: stop claiming, finish or hand back what is held, exit.
+
+        The grace period runs from the request itself, not from when the loop handles it: the loop
+        may be the one stuck retrying an unreachable scheduler, and those retries end with it. A
+        second request ends it at once.
+        """
+        now = time.monotonic()
+        first = self._grace_deadline == float("inf")
+        self._grace_deadline = now + self.config.grace_seconds if first else now
         self._events.put(_Stop())
 
     def install_signal_handlers(self) -> None:
@@ -365,11 +370,9 @@ class Worker:
 
     def _stop(self) -> None:
         if self._stopping:
-            self._grace_deadline = time.monotonic()
             return
         log.info("stopping: no more claims; %d running episodes get %ss", self._running(), self.config.grace_seconds)
         self._stopping = True
-        self._grace_deadline = time.monotonic() + self.config.grace_seconds
         for task in list(self._tasks.values()):
             task.unstarted.clear()
             if task.finished_running:
@@ -380,13 +383,6 @@ class Worker:
 
     # Scheduler calls ------------------------------------------------------------------------
 
-    def _retry_deadline(self) -> float:
-        """Retries last until the shutdown grace period ends, counted from the signal itself: the
-        loop that would handle the signal may be the one stuck retrying an unreachable scheduler."""
-        if self._stop_requested_at is None:
-            return self._grace_deadline
-        return min(self._grace_deadline, self._stop_requested_at + self.config.grace_seconds)
-
     def _retry(self, call: Callable[[], T]) -> T:
         """Retries through scheduler outages: every write is idempotent or fenced."""
         delay = 0.1
@@ -394,7 +390,7 @@ class Worker:
             try:
                 return call()
             except Unavailable as exc:
-                if time.monotonic() > self._retry_deadline():
+                if time.monotonic() > self._grace_deadline:
                     raise
                 log.warning("scheduler unreachable, retrying in %.1fs: %s", delay, exc)
                 time.sleep(delay)
