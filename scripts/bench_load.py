@@ -45,7 +45,6 @@ import grpc
 
 from bench_scheduler import (
     ROUTE,
-    _stop_workers,
     command_line,
     cpu_seconds,
     evalfleet_populate,
@@ -53,6 +52,7 @@ from bench_scheduler import (
     progress,
     render,
     stop_on_sigterm,
+    stop_workers,
 )
 from evalfleet.v1 import scheduler_pb2 as pb
 from evalfleet.v1 import scheduler_pb2_grpc as pb_grpc
@@ -461,7 +461,7 @@ def run_generators(address: str, pid: int, config: LoadConfig) -> tuple[Generato
         seconds, server_cpu = time.perf_counter() - t0, cpu_seconds(pid) - cpu0
         reported = True
     finally:
-        _stop_workers(procs, 15.0 if reported else 0.0)
+        stop_workers(procs, 15.0 if reported else 0.0)
     failed = [t["error"] for t in tallies if "error" in t]
     if failed:
         raise RuntimeError("; ".join(failed))

@@ -307,7 +307,7 @@ def run_drain(
         seconds, cpu = time.perf_counter() - t0, cpu_seconds(server.pid) - cpu0
         reported = True
     finally:
-        _stop_workers(procs, STOP_TIMEOUT_S if reported else 0.0)
+        stop_workers(procs, STOP_TIMEOUT_S if reported else 0.0)
     errors = [r["error"] for r in reports if "error" in r]
     if errors:
         raise RuntimeError("; ".join(errors))
@@ -328,7 +328,7 @@ def run_drain(
     )
 
 
-def _stop_workers(procs: Sequence[multiprocessing.process.BaseProcess], grace_s: float) -> None:
+def stop_workers(procs: Sequence[multiprocessing.process.BaseProcess], grace_s: float) -> None:
     """Gives workers ``grace_s`` in all to exit (0 after an error or Ctrl-C), then SIGTERM, then SIGKILL."""
     started = [proc for proc in procs if proc.pid is not None]
     for signal_rest in (None, "terminate", "kill"):
