@@ -36,10 +36,9 @@ iproute2:
 test: $(INSTALL_STAMP) /usr/bin/chromium iproute2
 	EVALFLEET_REQUIRE_LIBERO=1 $(PY) -m pytest --durations=20
 
-# Regenerates the committed Python code from the .proto files (tests fail when it is stale).
+# Regenerates the committed Python code (evalfleet/v1/) from the .proto files (tests fail when it is stale).
 protos: $(INSTALL_STAMP)
-	$(PY) -m grpc_tools.protoc -I protos --python_out=protos --pyi_out=protos \
-		--grpc_python_out=protos $(PROTO_SRC)
+	$(PY) -m grpc_tools.protoc -I protos --python_out=. --pyi_out=. --grpc_python_out=. $(PROTO_SRC)
 
 bench: $(INSTALL_STAMP)
 	$(PY) scripts/bench_scheduler.py

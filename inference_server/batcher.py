@@ -18,14 +18,14 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 import numpy as np
 
+from evalfleet.policy_api.errors import BackendFailed
 from inference_server.backends import History, Observation
-from inference_server.errors import BackendFailed
 
 ActFn = Callable[[Sequence[Observation], Sequence[History]], np.ndarray]
 
@@ -48,8 +48,15 @@ class _Pending:
 
 
 class Batcher:
-    def __init__(self, act: ActFn, *, max_batch: int, timeout_s: float, chunk_shape: tuple[int, int],
-                 attached_sessions: Callable[[], int]) -> None:
+    def __init__(
+        self,
+        act: ActFn,
+        *,
+        max_batch: int,
+        timeout_s: float,
+        chunk_shape: tuple[int, int],
+        attached_sessions: Callable[[], int],
+    ) -> None:
         self._act = act
         self.max_batch = max_batch
         self._timeout_s = timeout_s
@@ -133,26 +140,31 @@ class Batcher:
         loop = asyncio.get_running_loop()
         try:
             chunks = await loop.run_in_executor(self._executor, self._call_model, batch)
-        except Exception as exc:  # noqa: BLE001 - every step of the batch learns why
+        except Exception as exc:
             self._model_free_at = time.perf_counter()
             for item in batch:
                 if not item.future.done():
-                    item.future.set_exception(BackendFailed(
-                        f"policy backend failed on a batch of {len(batch)}: {exc!r}"))
+                    item.future.set_exception(
+                        BackendFailed(f"policy backend failed on a batch of {len(batch)}: {exc!r}")
+                    )
             return
         self._model_free_at = time.perf_counter()
         model_ms = (self._model_free_at - started) * 1000.0
         self.batches_served += 1
         self.steps_served += len(batch)
-        for item, chunk in zip(batch, chunks):
+        for item, chunk in zip(batch, chunks, strict=True):
             if not item.future.done():
-                item.future.set_result(StepResult(chunk=chunk, batch_size=len(batch),
-                                                  queue_ms=(started - item.enqueued) * 1000.0,
-                                                  model_ms=model_ms))
+                item.future.set_result(
+                    StepResult(
+                        chunk=chunk,
+                        batch_size=len(batch),
+                        queue_ms=(started - item.enqueued) * 1000.0,
+                        model_ms=model_ms,
+                    )
+                )
 
     def _call_model(self, batch: list[_Pending]) -> np.ndarray:
-        chunks = np.asarray(self._act([p.observation for p in batch], [p.history for p in batch]),
-                            dtype=np.float32)
+        chunks = np.asarray(self._act([p.observation for p in batch], [p.history for p in batch]), dtype=np.float32)
         expected = (len(batch), *self._chunk_shape)
         if chunks.shape != expected:
             raise ValueError(f"backend returned shape {chunks.shape}, expected {expected}")

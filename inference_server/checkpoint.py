@@ -67,11 +67,6 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
-def canonical_json(value: Any) -> str:
-    """The one byte form of a JSON value that hashes are taken over."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-
-
 def seal(root: Path, backend: str, settings: dict[str, Any]) -> Path:
     """Writes the manifest of a checkpoint folder, hashing every other file in it."""
     files = {
@@ -108,8 +103,7 @@ def _check_index_covered(root: Path, sealed: dict[str, str]) -> None:
     weight_map = json.loads((root / INDEX_NAME).read_text()).get("weight_map", {})
     for shard in sorted(set(weight_map.values())):
         if shard not in sealed:
-            raise CheckpointError(f"shard {shard} is named by {INDEX_NAME} but has no sealed hash",
-                                  path=root / shard)
+            raise CheckpointError(f"shard {shard} is named by {INDEX_NAME} but has no sealed hash", path=root / shard)
 
 
 def load(root: Path, name: str | None = None) -> Checkpoint:
@@ -126,8 +120,13 @@ def load(root: Path, name: str | None = None) -> Checkpoint:
         actual = sha256_file(path)
         if actual != expected:
             raise CheckpointError(
-                f"{relative} differs from its sealed hash: expected sha256 {expected}, got {actual}",
-                path=path)
+                f"{relative} differs from its sealed hash: expected sha256 {expected}, got {actual}", path=path
+            )
     _check_index_covered(root, sealed)
-    return Checkpoint(name=name or root.name, root=root, backend=manifest["backend"],
-                      settings=manifest["settings"], sha256=dict(sealed))
+    return Checkpoint(
+        name=name or root.name,
+        root=root,
+        backend=manifest["backend"],
+        settings=manifest["settings"],
+        sha256=dict(sealed),
+    )

@@ -14,13 +14,14 @@ import signal
 import sys
 from pathlib import Path
 
+from evalfleet.allocator import keep_large_buffers
 from evalfleet.auth import read_token
-from inference_server import identity
-from inference_server.allocator import keep_large_buffers
+from evalfleet.policy_api import identity
 from inference_server.backends import Backend, BackendError, RuntimeOptions, resolve
-from inference_server.checkpoint import Checkpoint, CheckpointError, load as load_checkpoint
-from inference_server.service import (Loaded, PolicyService, ServerConfig, build_server,
-                                      evict_idle_sessions, set_serving)
+from inference_server.checkpoint import Checkpoint, CheckpointError
+from inference_server.checkpoint import load as load_checkpoint
+from inference_server.identity import build as build_identity
+from inference_server.service import Loaded, PolicyService, ServerConfig, build_server, evict_idle_sessions, set_serving
 
 log = logging.getLogger("inference_server")
 
@@ -34,8 +35,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--backend", help="override the manifest's backend: a name or module:factory")
     parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
     parser.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "float16"))
-    parser.add_argument("--attn-impl", default="sdpa",
-                        choices=("eager", "sdpa", "flash_attention_2"))
+    parser.add_argument("--attn-impl", default="sdpa", choices=("eager", "sdpa", "flash_attention_2"))
     parser.add_argument("--compile", action="store_true", help="torch.compile the model")
     parser.add_argument("--tf32", action="store_true", help="allow TF32 matmuls on CUDA")
     parser.add_argument("--autocast", action="store_true", help="run under torch.autocast")
@@ -44,12 +44,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--max-sessions", type=int, default=256)
     parser.add_argument("--session-idle-seconds", type=float, default=300.0)
     parser.add_argument("--max-message-bytes", type=int, default=64 * 1024 * 1024)
-    parser.add_argument("--token-file", type=Path,
-                        help="file holding the bearer token clients must send")
-    parser.add_argument("--metrics-port", type=int, default=None,
-                        help="serve Prometheus /metrics on this port of --host (0 picks one; off by default)")
-    parser.add_argument("--dry-run", action="store_true",
-                        help="verify the checkpoint, print its identity as JSON, and exit")
+    parser.add_argument("--token-file", type=Path, help="file holding the bearer token clients must send")
+    parser.add_argument(
+        "--metrics-port",
+        type=int,
+        default=None,
+        help="serve Prometheus /metrics on this port of --host (0 picks one; off by default)",
+    )
+    parser.add_argument(
+        "--dry-run", action="store_true", help="verify the checkpoint, print its identity as JSON, and exit"
+    )
     parser.add_argument("--log-level", default="INFO")
     args = parser.parse_args(argv)
     if args.max_batch < 1 or args.max_sessions < 1 or args.batch_timeout_ms < 0:
@@ -60,8 +64,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def runtime_options(args: argparse.Namespace) -> RuntimeOptions:
-    return RuntimeOptions(device=args.device, dtype=args.dtype, attn_impl=args.attn_impl,
-                          compile=args.compile, tf32=args.tf32, autocast=args.autocast)
+    return RuntimeOptions(
+        device=args.device,
+        dtype=args.dtype,
+        attn_impl=args.attn_impl,
+        compile=args.compile,
+        tf32=args.tf32,
+        autocast=args.autocast,
+    )
 
 
 def describe(args: argparse.Namespace) -> tuple[Checkpoint, Backend, Loaded]:
@@ -69,16 +79,19 @@ def describe(args: argparse.Namespace) -> tuple[Checkpoint, Backend, Loaded]:
     checkpoint = load_checkpoint(args.checkpoint_root / args.epoch, name=args.epoch)
     backend_name = args.backend or checkpoint.backend
     backend = resolve(backend_name)(checkpoint, runtime_options(args))
-    record = identity.build(checkpoint, backend_name, backend)
+    record = build_identity(checkpoint, backend_name, backend)
     return checkpoint, backend, Loaded(backend=backend, record=record, digest=identity.digest(record))
 
 
 async def serve(args: argparse.Namespace) -> None:
-    config = ServerConfig(max_batch=args.max_batch, batch_timeout_s=args.batch_timeout_ms / 1000.0,
-                          max_sessions=args.max_sessions,
-                          session_idle_seconds=args.session_idle_seconds,
-                          token=read_token(args.token_file) if args.token_file else None,
-                          max_message_bytes=args.max_message_bytes)
+    config = ServerConfig(
+        max_batch=args.max_batch,
+        batch_timeout_s=args.batch_timeout_ms / 1000.0,
+        max_sessions=args.max_sessions,
+        session_idle_seconds=args.session_idle_seconds,
+        token=read_token(args.token_file) if args.token_file else None,
+        max_message_bytes=args.max_message_bytes,
+    )
     service = PolicyService(config)
     server, health_servicer = build_server(service)
     await set_serving(health_servicer, False)
@@ -101,8 +114,7 @@ async def serve(args: argparse.Namespace) -> None:
         return loaded
 
     loaded = await loop.run_in_executor(None, load)
-    tasks = [asyncio.create_task(service.serve(loaded).run()),
-             asyncio.create_task(evict_idle_sessions(service))]
+    tasks = [asyncio.create_task(service.serve(loaded).run()), asyncio.create_task(evict_idle_sessions(service))]
     await set_serving(health_servicer, True)
     log.info("SERVING %s identity %s", loaded.record.epoch, loaded.digest)
     await stop.wait()
@@ -114,8 +126,9 @@ async def serve(args: argparse.Namespace) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    logging.basicConfig(level=args.log_level, stream=sys.stderr,
-                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    logging.basicConfig(
+        level=args.log_level, stream=sys.stderr, format="%(asctime)s %(name)s %(levelname)s %(message)s"
+    )
     keep_large_buffers()
     try:
         if args.dry_run:

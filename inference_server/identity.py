@@ -1,22 +1,16 @@
-"""The identity of a served policy: what decides its answers, and one digest over all of it.
+"""The identity record of a verified checkpoint as served by a loaded backend.
 
-A worker pins the digest resolved at submission; the server refuses any other, and names the
-fields that differ when the client sends the full record it expects.
+What decides a policy's answers (every file's hash, the backend and its settings, precision, the
+observation and action contract) goes into the record; its digest and comparison are the wire's
+(`evalfleet.policy_api.identity`), so a client computes the same digest as the server.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-
-from google.protobuf import json_format
-
+from evalfleet.policy_api.identity import PROTOCOL_VERSION, canonical_json
 from evalfleet.v1 import policy_pb2
 from inference_server.backends import Backend
-from inference_server.checkpoint import (CONFIG_NAME, INDEX_NAME, NORMALIZATION_NAME, Checkpoint,
-                                         canonical_json)
-
-PROTOCOL_VERSION = policy_pb2.PROTOCOL_VERSION_1
+from inference_server.checkpoint import CONFIG_NAME, INDEX_NAME, NORMALIZATION_NAME, Checkpoint
 
 
 def build(checkpoint: Checkpoint, backend_name: str, backend: Backend) -> policy_pb2.IdentityRecord:
@@ -37,38 +31,3 @@ def build(checkpoint: Checkpoint, backend_name: str, backend: Backend) -> policy
         protocol_version=PROTOCOL_VERSION,
         other_sha256=checkpoint.others,
     )
-
-
-def as_dict(record: policy_pb2.IdentityRecord) -> dict:
-    """Every field, defaults included, under its .proto name: the form that is hashed and printed."""
-    return json_format.MessageToDict(record, preserving_proto_field_name=True,
-                                     always_print_fields_with_no_presence=True)
-
-
-def digest(record: policy_pb2.IdentityRecord) -> str:
-    return hashlib.sha256(canonical_json(as_dict(record)).encode()).hexdigest()
-
-
-def differences(expected: policy_pb2.IdentityRecord, actual: policy_pb2.IdentityRecord) -> list[str]:
-    """Dotted names of the fields that differ, e.g. ['precision.dtype', 'shard_sha256[b.safetensors]']."""
-    return _diff(as_dict(expected), as_dict(actual), "")
-
-
-def _diff(expected: object, actual: object, prefix: str) -> list[str]:
-    if isinstance(expected, dict) and isinstance(actual, dict):
-        found: list[str] = []
-        for key in sorted(set(expected) | set(actual)):
-            name = f"{prefix}[{key}]" if prefix.endswith("sha256") else \
-                f"{prefix}.{key}" if prefix else key
-            found += _diff(expected.get(key), actual.get(key), name)
-        return found
-    if isinstance(expected, list) and isinstance(actual, list) and len(expected) == len(actual):
-        return [d for i, (e, a) in enumerate(zip(expected, actual))
-                for d in _diff(e, a, f"{prefix}[{i}]")]
-    return [] if expected == actual else [prefix]
-
-
-def to_json(record: policy_pb2.IdentityRecord) -> str:
-    """The record and its digest as a readable JSON document (what --dry-run prints)."""
-    return json.dumps({"digest": digest(record), "identity": as_dict(record)}, indent=2,
-                      sort_keys=True)

@@ -7,7 +7,8 @@ batches served) are read from the live service at scrape time, so they cost noth
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterator
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Histogram, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
@@ -22,7 +23,7 @@ MS_BUCKETS = (0.5, 1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500)
 
 
 class _LevelCollector(Collector):
-    def __init__(self, service: "PolicyService") -> None:
+    def __init__(self, service: PolicyService) -> None:
         self._service = service
 
     def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
@@ -48,20 +49,35 @@ class _LevelCollector(Collector):
 class PolicyMetrics:
     """One registry per service, so several servers in one process (tests) do not collide."""
 
-    def __init__(self, service: "PolicyService") -> None:
+    def __init__(self, service: PolicyService) -> None:
         self.registry = CollectorRegistry()
-        self.batch_size = Histogram("evalfleet_policy_step_batch_size", "Size of the batch each step ran in",
-                                    buckets=BATCH_BUCKETS, registry=self.registry)
-        self.queue_ms = Histogram("evalfleet_policy_queue_delay_ms", "Time a step waited for its batch",
-                                  buckets=MS_BUCKETS, registry=self.registry)
-        self.model_ms = Histogram("evalfleet_policy_model_ms", "Model time of the batch a step ran in",
-                                  buckets=MS_BUCKETS, registry=self.registry)
-        self.step_ms = Histogram("evalfleet_policy_step_latency_ms",
-                                 "Observation in to chunk out, inside the server",
-                                 buckets=MS_BUCKETS, registry=self.registry)
+        self.batch_size = Histogram(
+            "evalfleet_policy_step_batch_size",
+            "Size of the batch each step ran in",
+            buckets=BATCH_BUCKETS,
+            registry=self.registry,
+        )
+        self.queue_ms = Histogram(
+            "evalfleet_policy_queue_delay_ms",
+            "Time a step waited for its batch",
+            buckets=MS_BUCKETS,
+            registry=self.registry,
+        )
+        self.model_ms = Histogram(
+            "evalfleet_policy_model_ms",
+            "Model time of the batch a step ran in",
+            buckets=MS_BUCKETS,
+            registry=self.registry,
+        )
+        self.step_ms = Histogram(
+            "evalfleet_policy_step_latency_ms",
+            "Observation in to chunk out, inside the server",
+            buckets=MS_BUCKETS,
+            registry=self.registry,
+        )
         self.registry.register(_LevelCollector(service))
 
-    def observe_step(self, result: "StepResult", step_ms: float) -> None:
+    def observe_step(self, result: StepResult, step_ms: float) -> None:
         self.batch_size.observe(result.batch_size)
         self.queue_ms.observe(result.queue_ms)
         self.model_ms.observe(result.model_ms)

@@ -21,13 +21,21 @@ from google.protobuf.message import DecodeError
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from evalfleet.policy_api import identity, tensors
+from evalfleet.policy_api.errors import (
+    INSTANCE_KEY,
+    BadToken,
+    IdentityMismatch,
+    InvalidField,
+    NotServing,
+    PolicyError,
+    ProtocolViolation,
+)
 from evalfleet.v1 import policy_pb2, policy_pb2_grpc
 from evalfleet.wire import MalformedRequestInterceptor
-from inference_server import identity, observations
+from inference_server import observations
 from inference_server.backends import Backend
 from inference_server.batcher import Batcher
-from inference_server.errors import (INSTANCE_KEY, BadToken, IdentityMismatch,
-                                     InvalidField, NotServing, PolicyError, ProtocolViolation)
 from inference_server.metrics import PolicyMetrics
 from inference_server.sessions import Session, SessionRegistry
 
@@ -73,10 +81,13 @@ class PolicyService(policy_pb2_grpc.PolicyServicer):
     def serve(self, loaded: Loaded) -> Batcher:
         """Makes the service answer with a loaded backend; returns the batcher to run."""
         self.loaded = loaded
-        self.batcher = Batcher(loaded.backend.act, max_batch=self.config.max_batch,
-                               timeout_s=self.config.batch_timeout_s,
-                               chunk_shape=(loaded.backend.chunk_length, loaded.backend.action_dim),
-                               attached_sessions=lambda: self._attached)
+        self.batcher = Batcher(
+            loaded.backend.act,
+            max_batch=self.config.max_batch,
+            timeout_s=self.config.batch_timeout_s,
+            chunk_shape=(loaded.backend.chunk_length, loaded.backend.action_dim),
+            attached_sessions=lambda: self._attached,
+        )
         return self.batcher
 
     # -- helpers ---------------------------------------------------------------------------------
@@ -88,8 +99,7 @@ class PolicyService(policy_pb2_grpc.PolicyServicer):
         scheme, _, presented = header.partition(" ")
         if not header:
             raise BadToken("missing bearer token", field="metadata.authorization")
-        if scheme.lower() != "bearer" or not hmac.compare_digest(presented.encode(),
-                                                                 self.config.token.encode()):
+        if scheme.lower() != "bearer" or not hmac.compare_digest(presented.encode(), self.config.token.encode()):
             raise BadToken("wrong bearer token", field="metadata.authorization")
 
     def _ready(self) -> Loaded:
@@ -98,17 +108,18 @@ class PolicyService(policy_pb2_grpc.PolicyServicer):
         return self.loaded
 
     async def _abort(self, context: grpc.aio.ServicerContext, error: PolicyError) -> None:
-        await context.abort(error.code, error.message,
-                            trailing_metadata=((INSTANCE_KEY, self.instance_id),
-                                               *error.trailing_metadata()))
+        await context.abort(
+            error.code, error.message, trailing_metadata=((INSTANCE_KEY, self.instance_id), *error.trailing_metadata())
+        )
 
     def _reply(self, **kind: object) -> policy_pb2.SessionResponse:
         return policy_pb2.SessionResponse(instance_id=self.instance_id, **kind)
 
     # -- GetIdentity -----------------------------------------------------------------------------
 
-    async def GetIdentity(self, request: policy_pb2.GetIdentityRequest,
-                          context: grpc.aio.ServicerContext) -> policy_pb2.GetIdentityResponse:
+    async def GetIdentity(
+        self, request: policy_pb2.GetIdentityRequest, context: grpc.aio.ServicerContext
+    ) -> policy_pb2.GetIdentityResponse:
         try:
             self._authorize(context)
             loaded = self._ready()
@@ -116,12 +127,17 @@ class PolicyService(policy_pb2_grpc.PolicyServicer):
             await self._abort(context, error)
         batcher = self.batcher
         load = policy_pb2.ServerLoad(
-            sessions=len(self.sessions), max_sessions=self.config.max_sessions,
-            queue_depth=batcher.queue_depth, steps_served=batcher.steps_served,
-            batches_served=batcher.batches_served, max_batch=batcher.max_batch)
+            sessions=len(self.sessions),
+            max_sessions=self.config.max_sessions,
+            queue_depth=batcher.queue_depth,
+            steps_served=batcher.steps_served,
+            batches_served=batcher.batches_served,
+            max_batch=batcher.max_batch,
+        )
         context.set_trailing_metadata(((INSTANCE_KEY, self.instance_id),))
-        return policy_pb2.GetIdentityResponse(identity=loaded.record, digest=loaded.digest,
-                                              instance_id=self.instance_id, load=load)
+        return policy_pb2.GetIdentityResponse(
+            identity=loaded.record, digest=loaded.digest, instance_id=self.instance_id, load=load
+        )
 
     # -- Session ---------------------------------------------------------------------------------
 
@@ -137,8 +153,13 @@ class PolicyService(policy_pb2_grpc.PolicyServicer):
             session, resumed = self._open(first, loaded)
             attachment = session.attachment
             self._attached += 1
-            await context.write(self._reply(opened=policy_pb2.SessionOpened(
-                session_id=session.session_id, digest=loaded.digest, next_step=session.next_step)))
+            await context.write(
+                self._reply(
+                    opened=policy_pb2.SessionOpened(
+                        session_id=session.session_id, digest=loaded.digest, next_step=session.next_step
+                    )
+                )
+            )
             await self._serve_session(context, session, attachment, loaded, resumed)
         except PolicyError as error:
             await self._abort(context, error)
@@ -151,16 +172,14 @@ class PolicyService(policy_pb2_grpc.PolicyServicer):
 
     def _open(self, first: policy_pb2.SessionRequest, loaded: Loaded) -> tuple[Session, bool]:
         if first.WhichOneof("kind") != "open":
-            raise ProtocolViolation("the first message of a session stream must be `open`",
-                                    field="open")
+            raise ProtocolViolation("the first message of a session stream must be `open`", field="open")
         request = first.open
         self._check_identity(request, loaded)
         target = request.WhichOneof("target")
         if target == "resume_session_id":
             return self.sessions.resume(request.resume_session_id), True
         if target != "episode":
-            raise InvalidField("open needs `episode` (new session) or `resume_session_id`",
-                               field="open.episode")
+            raise InvalidField("open needs `episode` (new session) or `resume_session_id`", field="open.episode")
         return self.sessions.open(request.episode), False
 
     def _check_identity(self, request: policy_pb2.OpenSession, loaded: Loaded) -> None:
@@ -172,12 +191,15 @@ class PolicyService(policy_pb2_grpc.PolicyServicer):
         if request.HasField("expected_identity"):
             differing = identity.differences(request.expected_identity, loaded.record)
             detail = f"; fields that differ: {', '.join(differing) or 'none (digest itself)'}"
-        raise IdentityMismatch(f"expected identity {request.expected_digest}, this server serves "
-                               f"{loaded.record.epoch} with identity {loaded.digest}{detail}",
-                               field="open.expected_digest")
+        raise IdentityMismatch(
+            f"expected identity {request.expected_digest}, this server serves "
+            f"{loaded.record.epoch} with identity {loaded.digest}{detail}",
+            field="open.expected_digest",
+        )
 
-    async def _serve_session(self, context: grpc.aio.ServicerContext, session: Session,
-                             attachment: int, loaded: Loaded, resumed: bool) -> None:
+    async def _serve_session(
+        self, context: grpc.aio.ServicerContext, session: Session, attachment: int, loaded: Loaded, resumed: bool
+    ) -> None:
         while True:
             request = await _read(context)
             if request is grpc.aio.EOF:
@@ -193,13 +215,16 @@ class PolicyService(policy_pb2_grpc.PolicyServicer):
                 await context.write(self._reply(closed=policy_pb2.SessionClosed(steps=steps)))
                 return
             else:
-                error = ProtocolViolation(f"`{kind or 'empty'}` is not valid inside an open session",
-                                          field=kind or "kind",
-                                          code=grpc.StatusCode.FAILED_PRECONDITION)
+                error = ProtocolViolation(
+                    f"`{kind or 'empty'}` is not valid inside an open session",
+                    field=kind or "kind",
+                    code=grpc.StatusCode.FAILED_PRECONDITION,
+                )
                 await context.write(self._reply(error=error.to_proto()))
 
-    async def _step(self, session: Session, message: policy_pb2.Observation, loaded: Loaded,
-                    resumed: bool) -> policy_pb2.SessionResponse:
+    async def _step(
+        self, session: Session, message: policy_pb2.Observation, loaded: Loaded, resumed: bool
+    ) -> policy_pb2.SessionResponse:
         """Answers one observation; any refusal is in-band and leaves the session untouched."""
         started = time.perf_counter()
         self.sessions.touch(session)
@@ -217,9 +242,13 @@ class PolicyService(policy_pb2_grpc.PolicyServicer):
                 self.sessions.touch(session)
         except PolicyError as error:
             return self._reply(error=error.to_proto())
-        answer = policy_pb2.ActionChunk(step=message.step, actions=observations.encode(result.chunk),
-                                        batch_size=result.batch_size, queue_ms=result.queue_ms,
-                                        model_ms=result.model_ms)
+        answer = policy_pb2.ActionChunk(
+            step=message.step,
+            actions=tensors.encode(result.chunk),
+            batch_size=result.batch_size,
+            queue_ms=result.queue_ms,
+            model_ms=result.model_ms,
+        )
         session.commit(plan, observation, result.chunk, answer)
         self.metrics.observe_step(result, (time.perf_counter() - started) * 1000.0)
         return self._reply(chunk=answer)
@@ -246,29 +275,34 @@ async def evict_idle_sessions(service: PolicyService) -> None:
 # observations the server has nothing to send either, so without pings its stream would stay
 # attached for good, and every batch would wait out its timeout for a step that never comes. Pinging
 # every connection every 10 s ends such a stream within 15 s (gRPC clients answer pings unasked).
-KEEPALIVE_OPTIONS = (("grpc.keepalive_time_ms", 10_000), ("grpc.keepalive_timeout_ms", 5_000),
-                     ("grpc.keepalive_permit_without_calls", 1))
+KEEPALIVE_OPTIONS = (
+    ("grpc.keepalive_time_ms", 10_000),
+    ("grpc.keepalive_timeout_ms", 5_000),
+    ("grpc.keepalive_permit_without_calls", 1),
+)
 
 
 def build_server(service: PolicyService) -> tuple[grpc.aio.Server, health.aio.HealthServicer]:
     """An aio server with the Policy service, health (NOT_SERVING for now) and reflection."""
     limit = service.config.max_message_bytes
-    server = grpc.aio.server(interceptors=[MalformedRequestInterceptor()],
-                             options=[("grpc.max_receive_message_length", limit),
-                                      ("grpc.max_send_message_length", limit),
-                                      *KEEPALIVE_OPTIONS])
+    server = grpc.aio.server(
+        interceptors=[MalformedRequestInterceptor()],
+        options=[
+            ("grpc.max_receive_message_length", limit),
+            ("grpc.max_send_message_length", limit),
+            *KEEPALIVE_OPTIONS,
+        ],
+    )
     policy_pb2_grpc.add_PolicyServicer_to_server(service, server)
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     reflection.enable_server_reflection(
-        (SERVICE_NAME, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
-         reflection.SERVICE_NAME), server)
+        (SERVICE_NAME, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME), server
+    )
     return server, health_servicer
 
 
 async def set_serving(health_servicer: health.aio.HealthServicer, serving: bool) -> None:
-    status = (health_pb2.HealthCheckResponse.SERVING if serving
-              else health_pb2.HealthCheckResponse.NOT_SERVING)
+    status = health_pb2.HealthCheckResponse.SERVING if serving else health_pb2.HealthCheckResponse.NOT_SERVING
     for name in ("", SERVICE_NAME):
         await health_servicer.set(name, status)
-

@@ -12,16 +12,24 @@ from __future__ import annotations
 import time
 import uuid
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import numpy as np
 
+from evalfleet.policy_api.errors import (
+    InvalidField,
+    OutOfOrderStep,
+    PolicyError,
+    SessionClosed,
+    SessionEvicted,
+    SessionTakenOver,
+    SessionUnknown,
+    StaleStep,
+    TooManySessions,
+)
 from evalfleet.v1 import policy_pb2
 from inference_server.backends import History, HistoryEntry, Observation
-from inference_server.errors import (InvalidField, OutOfOrderStep, PolicyError, SessionClosed,
-                                     SessionEvicted, SessionTakenOver, SessionUnknown, StaleStep,
-                                     TooManySessions)
 
 # How many ended sessions are remembered, so that a late message says "closed" or "evicted".
 ENDED_MEMORY = 4096
@@ -56,8 +64,9 @@ class Session:
         if self.ended is not None:
             raise self.ended
         if attachment != self.attachment:
-            raise SessionTakenOver(f"session {self.session_id} was resumed on another stream",
-                                   field="open.resume_session_id")
+            raise SessionTakenOver(
+                f"session {self.session_id} was resumed on another stream", field="open.resume_session_id"
+            )
 
     def plan(self, step: int, executed: int, resumed: bool) -> Plan:
         """Checks a step against the session's position; the first step of a resumed stream may
@@ -65,27 +74,30 @@ class Session:
         if step < self.next_step:
             if resumed and step == self.next_step - 1 and self.last_answer is not None:
                 return Plan(history=self.history(), replay=self.last_answer)
-            raise StaleStep(f"step {step} is stale: session {self.session_id} expects step "
-                            f"{self.next_step}", field="observation.step")
+            raise StaleStep(
+                f"step {step} is stale: session {self.session_id} expects step {self.next_step}",
+                field="observation.step",
+            )
         if step > self.next_step:
-            raise OutOfOrderStep(f"step {step} skips ahead: session {self.session_id} expects step "
-                                 f"{self.next_step}", field="observation.step")
+            raise OutOfOrderStep(
+                f"step {step} skips ahead: session {self.session_id} expects step {self.next_step}",
+                field="observation.step",
+            )
         limit = 0 if self.last_chunk is None else len(self.last_chunk)
         if executed > limit:
-            raise InvalidField(f"executed={executed} but the previous chunk had {limit} commands",
-                               field="observation.executed")
+            raise InvalidField(
+                f"executed={executed} but the previous chunk had {limit} commands", field="observation.executed"
+            )
         if self.last_chunk is None:
             return Plan(history=self.history())
-        confirmed = HistoryEntry(step=step - 1, state=self.last_state,
-                                 executed=self.last_chunk[:executed].copy())
+        confirmed = HistoryEntry(step=step - 1, state=self.last_state, executed=self.last_chunk[:executed].copy())
         return Plan(history=self.history(extra=confirmed))
 
     def history(self, extra: HistoryEntry | None = None) -> History:
         entries = tuple(self.entries) + ((extra,) if extra is not None else ())
         return History(session_id=self.session_id, episode=self.episode, entries=entries)
 
-    def commit(self, plan: Plan, observation: Observation, chunk: np.ndarray,
-               answer: policy_pb2.ActionChunk) -> None:
+    def commit(self, plan: Plan, observation: Observation, chunk: np.ndarray, answer: policy_pb2.ActionChunk) -> None:
         """Records an answered step: the confirmed entry joins the history, the step advances."""
         self.entries = list(plan.history.entries)
         self.last_state = observation.state
@@ -97,8 +109,7 @@ class Session:
 class SessionRegistry:
     """All sessions of this server instance: the cap, resumption, idle eviction."""
 
-    def __init__(self, max_sessions: int, idle_seconds: float,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, max_sessions: int, idle_seconds: float, clock: Callable[[], float] = time.monotonic) -> None:
         self.max_sessions = max_sessions
         self.idle_seconds = idle_seconds
         self._clock = clock
@@ -110,8 +121,7 @@ class SessionRegistry:
 
     def open(self, episode: policy_pb2.EpisodeMeta) -> Session:
         if len(self._sessions) >= self.max_sessions:
-            raise TooManySessions(f"server holds its maximum of {self.max_sessions} sessions",
-                                  field="open")
+            raise TooManySessions(f"server holds its maximum of {self.max_sessions} sessions", field="open")
         session = Session(session_id=uuid.uuid4().hex, episode=episode, last_active=self._clock())
         self._sessions[session.session_id] = session
         return session
@@ -120,7 +130,8 @@ class SessionRegistry:
         session = self._sessions.get(session_id)
         if session is None:
             raise self._ended.get(session_id) or SessionUnknown(
-                f"no session {session_id!r} on this server instance", field="open.resume_session_id")
+                f"no session {session_id!r} on this server instance", field="open.resume_session_id"
+            )
         session.attachment += 1  # a stream the server still thinks alive loses the session
         session.attached = True
         self.touch(session)
@@ -136,17 +147,20 @@ class SessionRegistry:
             self.touch(session)
 
     def close(self, session: Session) -> None:
-        self._end(session, SessionClosed(f"session {session.session_id} was closed",
-                                         field="open.resume_session_id"))
+        self._end(session, SessionClosed(f"session {session.session_id} was closed", field="open.resume_session_id"))
 
     def evict_idle(self) -> list[str]:
         """Ends every session idle for longer than the limit (never one with a step in flight)."""
         cutoff = self._clock() - self.idle_seconds
         idle = [s for s in self._sessions.values() if not s.pending and s.last_active < cutoff]
         for session in idle:
-            self._end(session, SessionEvicted(
-                f"session {session.session_id} was evicted after {self.idle_seconds:g} s idle",
-                field="open.resume_session_id"))
+            self._end(
+                session,
+                SessionEvicted(
+                    f"session {session.session_id} was evicted after {self.idle_seconds:g} s idle",
+                    field="open.resume_session_id",
+                ),
+            )
         return [s.session_id for s in idle]
 
     def _end(self, session: Session, reason: PolicyError) -> None:

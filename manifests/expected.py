@@ -15,7 +15,8 @@ ones with an estimate: an unknown task is not assumed to be short.
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from manifests.format import Manifest
 
@@ -60,6 +61,7 @@ def longest_first(manifests: Sequence[Manifest]) -> list[Manifest]:
     Ordering by the mean episode time (not the manifest's total) is what matters for the tail: the
     tasks claimed last are minibatches, whose length is batch size x episode time.
     """
+
     def key(pair: tuple[int, Manifest]) -> tuple[int, float, int]:
         index, manifest = pair
         mean = mean_episode_seconds(manifest)

@@ -13,9 +13,10 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 FORMAT = "evalfleet.manifest/v1"
 MAX_EPISODES = 1_000_000

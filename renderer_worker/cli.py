@@ -1,6 +1,6 @@
 """`renderer-worker`: one per render GPU (or CPU), any number of machines.
 
-    renderer-worker --scheduler H:50051 --policy H:9340 --gpu-uuid GPU-... --routes libero
+renderer-worker --scheduler H:50051 --policy H:9340 --gpu-uuid GPU-... --routes libero
 """
 
 from __future__ import annotations
@@ -12,15 +12,17 @@ import os
 import platform
 import socket
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
+from evalfleet.auth import TokenError, read_token
+from evalfleet.channels import read_tls_ca
+from evalfleet.scheduler_api.client import SchedulerClient, default_address
+from evalfleet.scheduler_api.errors import SchedulerError
 from renderer_worker import device as render_device
 from renderer_worker.policy_endpoints import PolicyEndpoints
 from renderer_worker.worker import Worker, WorkerConfig
-from evalfleet.auth import TokenError, read_token
-from scheduler.client import SchedulerClient, default_address, read_tls_ca
-from scheduler.errors import SchedulerError
 
 EXIT_BAD_INPUT = 2
 
@@ -28,8 +30,9 @@ EXIT_BAD_INPUT = 2
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="renderer-worker", description=__doc__.splitlines()[0])
     parser.add_argument("--scheduler", default=None, help=f"scheduler address (default {default_address()})")
-    parser.add_argument("--policy", action="append", required=True, metavar="HOST:PORT",
-                        help="inference server; repeat for several")
+    parser.add_argument(
+        "--policy", action="append", required=True, metavar="HOST:PORT", help="inference server; repeat for several"
+    )
     where = parser.add_mutually_exclusive_group(required=True)
     where.add_argument("--gpu-uuid", help="render on this GPU (see `nvidia-smi -L`)")
     where.add_argument("--cpu", action="store_true", help="render in software (MuJoCo OSMesa)")
@@ -37,19 +40,37 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--concurrency", type=int, default=1, help="episodes in flight, one process each")
     parser.add_argument("--output", type=Path, default=None, help="episode logs (default runs/<worker-id>)")
     parser.add_argument("--worker-id", default=None)
-    parser.add_argument("--token-file", type=Path, default=os.environ.get("EVALFLEET_TOKEN_FILE"),
-                        help="bearer token for the scheduler and the policy servers")
+    parser.add_argument(
+        "--token-file",
+        type=Path,
+        default=os.environ.get("EVALFLEET_TOKEN_FILE"),
+        help="bearer token for the scheduler and the policy servers",
+    )
     parser.add_argument("--tls-ca", type=Path, help="CA certificate of a TLS scheduler")
     parser.add_argument("--poll-seconds", type=float, default=1.0, help="wait between empty claims")
     parser.add_argument("--episode-timeout", type=float, default=3600.0, help="seconds before an episode is killed")
-    parser.add_argument("--policy-timeout", type=float, default=60.0,
-                        help="seconds one policy reply may take before the episode is an infrastructure failure")
-    parser.add_argument("--grace-seconds", type=float, default=30.0,
-                        help="on SIGTERM, how long running episodes may finish before their tasks are handed back")
-    parser.add_argument("--execute-steps", type=int, default=0,
-                        help="commands executed per policy chunk (0: the whole chunk)")
-    parser.add_argument("--adapter-option", action="append", default=[], metavar="BENCHMARK.KEY=JSON",
-                        help="adapter setting, e.g. synthetic.time_scale=0.01 or libero.camera_size=128")
+    parser.add_argument(
+        "--policy-timeout",
+        type=float,
+        default=60.0,
+        help="seconds one policy reply may take before the episode is an infrastructure failure",
+    )
+    parser.add_argument(
+        "--grace-seconds",
+        type=float,
+        default=30.0,
+        help="on SIGTERM, how long running episodes may finish before their tasks are handed back",
+    )
+    parser.add_argument(
+        "--execute-steps", type=int, default=0, help="commands executed per policy chunk (0: the whole chunk)"
+    )
+    parser.add_argument(
+        "--adapter-option",
+        action="append",
+        default=[],
+        metavar="BENCHMARK.KEY=JSON",
+        help="adapter setting, e.g. synthetic.time_scale=0.01 or libero.camera_size=128",
+    )
     parser.add_argument("--log-level", default="INFO")
     return parser
 
@@ -106,8 +127,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     scheduler = SchedulerClient(args.scheduler, token, tls_ca=read_tls_ca(args.tls_ca))
     worker = Worker(config, scheduler, PolicyEndpoints(args.policy, token), token)
     worker.install_signal_handlers()
-    print(f"renderer-worker {worker_id} started (routes {','.join(routes)}, concurrency {args.concurrency})",
-          flush=True)
+    print(
+        f"renderer-worker {worker_id} started (routes {','.join(routes)}, concurrency {args.concurrency})", flush=True
+    )
     try:
         return worker.run()
     except SchedulerError as exc:  # e.g. a wrong token: retrying cannot help

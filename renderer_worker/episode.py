@@ -10,18 +10,19 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, TextIO
+from typing import Any, TextIO
 
 import numpy as np
 
+from benchmarks.base import Benchmark, BenchmarkError, Episode, Observation
+from evalfleet.policy_api import errors as policy_errors
+from evalfleet.policy_api.client import PolicyClient, Session
 from evalfleet.v1 import policy_pb2
-from inference_server import errors as policy_errors
-from inference_server.client import PolicyClient, Session
 from manifests.format import Manifest, ManifestError
-from renderer_worker.benchmarks.base import Benchmark, BenchmarkError, Episode, Observation
 from renderer_worker.failures import EpisodeFailure, FailureReason
 
 
@@ -52,9 +53,7 @@ class EpisodeOutcome:
     info: dict[str, Any] = field(default_factory=dict)
 
 
-def run_episode(
-    job: EpisodeJob, adapter: Benchmark, manifest: Manifest, token: str | None = None
-) -> EpisodeOutcome:
+def run_episode(job: EpisodeJob, adapter: Benchmark, manifest: Manifest, token: str | None = None) -> EpisodeOutcome:
     """Runs one episode to its end; raises EpisodeFailure for anything but a policy result."""
     started = time.monotonic()
     entry = manifest.episodes[job.index] if 0 <= job.index < len(manifest) else {}

@@ -11,13 +11,13 @@ import enum
 
 
 class FailureReason(str, enum.Enum):
-    SIMULATOR_CRASH = "simulator_crash"        # the episode process died or the simulator raised
+    SIMULATOR_CRASH = "simulator_crash"  # the episode process died or the simulator raised
     POLICY_UNAVAILABLE = "policy_unavailable"  # no server reachable, or the stream broke for good
-    POLICY_RESTARTED = "policy_restarted"      # instance id changed mid-episode: history is lost
-    POLICY_ERROR = "policy_error"              # the server refused a step (bad field, backend failure)
-    IDENTITY_MISMATCH = "identity_mismatch"    # the server does not serve the submitted checkpoint
-    TIMEOUT = "timeout"                        # the episode ran past its wall-clock limit
-    BENCHMARK_ERROR = "benchmark_error"        # the manifest entry cannot be rebuilt here (drift, setup)
+    POLICY_RESTARTED = "policy_restarted"  # instance id changed mid-episode: history is lost
+    POLICY_ERROR = "policy_error"  # the server refused a step (bad field, backend failure)
+    IDENTITY_MISMATCH = "identity_mismatch"  # the server does not serve the submitted checkpoint
+    TIMEOUT = "timeout"  # the episode ran past its wall-clock limit
+    BENCHMARK_ERROR = "benchmark_error"  # the manifest entry cannot be rebuilt here (drift, setup)
 
 
 # A benchmark error means this manifest cannot run as stated; retrying elsewhere does not help.

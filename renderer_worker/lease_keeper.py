@@ -15,9 +15,9 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
+from evalfleet.scheduler_api.client import SchedulerClient
+from evalfleet.scheduler_api.errors import NotFound, SchedulerError, StaleLease
 from evalfleet.v1 import scheduler_pb2 as pb
-from scheduler.client import SchedulerClient
-from scheduler.errors import NotFound, SchedulerError, StaleLease
 
 log = logging.getLogger(__name__)
 
@@ -30,9 +30,7 @@ class LeaseLost:
 
 
 class LeaseKeeper:
-    def __init__(
-        self, client: SchedulerClient, worker_id: str, lease_seconds: float, events: "queue.Queue[Any]"
-    ) -> None:
+    def __init__(self, client: SchedulerClient, worker_id: str, lease_seconds: float, events: queue.Queue[Any]) -> None:
         self._client = client
         self._worker_id = worker_id
         self._interval = max(0.05, lease_seconds / 3)

@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Sequence
 
-from inference_server.client import PolicyClient
-from inference_server.errors import PolicyError
+from evalfleet.policy_api.client import PolicyClient
+from evalfleet.policy_api.errors import PolicyError
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +42,7 @@ class PolicyEndpoints:
             raise ValueError("at least one --policy endpoint is required")
         self._endpoints = {address: Endpoint(address) for address in dict.fromkeys(addresses)}
         self._clients = {address: PolicyClient(address, token, timeout_s=timeout_s) for address in self._endpoints}
-        self._opened_since_refresh = {address: 0 for address in self._endpoints}
+        self._opened_since_refresh = dict.fromkeys(self._endpoints, 0)
         self._lock = threading.Lock()
         self._probes = ThreadPoolExecutor(max_workers=len(self._endpoints), thread_name_prefix="policy-probe")
         self._background: dict[str, Future[None]] = {}

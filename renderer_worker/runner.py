@@ -21,12 +21,13 @@ import queue
 import signal
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
+from benchmarks.base import Benchmark, BenchmarkError
 from manifests.format import Manifest, ManifestError, parse
 from renderer_worker import benchmarks
-from renderer_worker.benchmarks.base import Benchmark, BenchmarkError
 from renderer_worker.episode import EpisodeJob, EpisodeOutcome, run_episode
 from renderer_worker.failures import EpisodeFailure, FailureReason
 
@@ -39,7 +40,7 @@ _CONTEXT = multiprocessing.get_context("spawn")
 class EpisodeEnded:
     """Posted to the worker's event queue when an episode ends, with its outcome or its failure."""
 
-    runner: "EpisodeRunner"
+    runner: EpisodeRunner
     job: EpisodeJob
     outcome: EpisodeOutcome | None
     failure: EpisodeFailure | None
@@ -51,7 +52,7 @@ class EpisodeRunner:
     def __init__(
         self,
         slot: int,
-        events: "queue.Queue[Any]",
+        events: queue.Queue[Any],
         adapter_options: Mapping[str, Mapping[str, Any]],
         token: str | None,
     ) -> None:
@@ -171,9 +172,7 @@ def _manifest(body: bytes, manifest_hash: str) -> Manifest:
         raise EpisodeFailure(FailureReason.BENCHMARK_ERROR, str(exc)) from None
 
 
-def _adapter(
-    adapters: dict[str, Benchmark], name: str, adapter_options: Mapping[str, Mapping[str, Any]]
-) -> Benchmark:
+def _adapter(adapters: dict[str, Benchmark], name: str, adapter_options: Mapping[str, Mapping[str, Any]]) -> Benchmark:
     if name not in adapters:
         try:
             adapters[name] = benchmarks.adapter_class(name)(**adapter_options.get(name, {}))

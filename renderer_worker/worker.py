@@ -18,13 +18,15 @@ from __future__ import annotations
 import logging
 import queue
 import signal
-import threading
 import time
 from collections import deque
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence, TypeVar
+from typing import Any, TypeVar
 
+from evalfleet.scheduler_api.client import SchedulerClient
+from evalfleet.scheduler_api.errors import InvalidArgument, NotFound, SchedulerError, StaleLease, Unavailable
 from evalfleet.v1 import scheduler_pb2 as pb
 from manifests.format import Manifest, ManifestError, parse
 from renderer_worker.episode import EpisodeJob, EpisodeOutcome
@@ -32,8 +34,6 @@ from renderer_worker.failures import EpisodeFailure, FailureReason
 from renderer_worker.lease_keeper import LeaseKeeper, LeaseLost
 from renderer_worker.policy_endpoints import PolicyEndpoints
 from renderer_worker.runner import EpisodeEnded, EpisodeRunner
-from scheduler.client import SchedulerClient
-from scheduler.errors import InvalidArgument, NotFound, SchedulerError, StaleLease, Unavailable
 
 log = logging.getLogger(__name__)
 

@@ -16,21 +16,23 @@ import logging
 import os
 import sys
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import grpc
 from rich.console import Console
 from rich.table import Table
 
+from benchmarks.synthetic.manifest import build_synthetic
+from evalfleet.auth import TokenError, read_token
+from evalfleet.channels import read_tls_ca
+from evalfleet.scheduler_api import client as client_module
+from evalfleet.scheduler_api.errors import SchedulerError
 from evalfleet.v1 import scheduler_pb2 as pb
 from manifests import format as manifest_format
 from manifests.expected import longest_first
-from manifests.synthetic import build_synthetic
-from scheduler import client as client_module
 from scheduler import report
-from evalfleet.auth import TokenError, read_token
-from scheduler.errors import SchedulerError
 from scheduler.results import results_document, write_results
 from scheduler.wire_json import STATE_NAMES, counts_dict, message_dict
 
@@ -47,8 +49,8 @@ _BAD_INPUT_CODES = {
 }
 # Benchmarks whose manifest builders need their simulator; imported only when used.
 BENCHMARK_BUILDERS = {
-    "libero": "renderer_worker.benchmarks.libero",
-    "robotwin": "renderer_worker.benchmarks.robotwin",
+    "libero": "benchmarks.libero.adapter",
+    "robotwin": "benchmarks.robotwin.adapter",
 }
 
 
@@ -113,7 +115,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--order",
         choices=("longest-first", "given"),
         default="longest-first",
-        help="task claim order: manifests by expected episode time, longest first (see manifests.expected), or as given",
+        help="task claim order: manifests by expected episode time, longest first (see manifests.expected), "
+        "or as given",
     )
     submit.add_argument("--submission-id", help="reuse to resume an interrupted submit (idempotent)")
     submit.add_argument("--checkpoint", default="", help="checkpoint identity digest that must serve the tasks")
@@ -270,7 +273,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 def _client(args: argparse.Namespace) -> client_module.SchedulerClient:
     token = read_token(args.token_file) if args.token_file else None
-    return client_module.SchedulerClient(args.server, token, tls_ca=client_module.read_tls_ca(args.tls_ca))
+    return client_module.SchedulerClient(args.server, token, tls_ca=read_tls_ca(args.tls_ca))
 
 
 def _print_json(value: Any) -> None:
@@ -319,8 +322,8 @@ def cmd_submit(args: argparse.Namespace) -> int:
 
 def _resolve_checkpoint(address: str, stated: str, token_file: Path | None) -> str:
     """The identity digest the inference server at ``address`` serves (it must match ``stated``)."""
-    from inference_server.client import PolicyClient
-    from inference_server.errors import PolicyError
+    from evalfleet.policy_api.client import PolicyClient
+    from evalfleet.policy_api.errors import PolicyError
 
     token = read_token(token_file) if token_file else None
     try:
@@ -401,7 +404,7 @@ def cmd_summary(args: argparse.Namespace) -> int:
         data = message_dict(response)
         data["tasks"] = counts_dict(response.tasks)
         data["success_rate"] = _ratio(response.episodes_succeeded, response.episodes_completed)
-        for entry, manifest in zip(data["manifests"], response.manifests):
+        for entry, manifest in zip(data["manifests"], response.manifests, strict=True):
             entry["tasks"] = counts_dict(manifest.tasks)
             entry["success_rate"] = _ratio(manifest.episodes_succeeded, manifest.episodes_completed)
         _print_json(data)
@@ -603,7 +606,9 @@ def cmd_workers(args: argparse.Namespace) -> int:
     return 0
 
 
-def _change(args: argparse.Namespace, verb: str, call: Callable[[client_module.SchedulerClient, pb.TaskSelector], int]) -> int:
+def _change(
+    args: argparse.Namespace, verb: str, call: Callable[[client_module.SchedulerClient, pb.TaskSelector], int]
+) -> int:
     with _client(args) as client:
         changed = call(client, _selector(args))
     if args.json:
@@ -665,7 +670,7 @@ def cmd_manifest_import_robotwin(args: argparse.Namespace) -> int:
 
 
 def _write_manifests(build: Callable[[], Sequence[manifest_format.Manifest]], out: Path) -> None:
-    from renderer_worker.benchmarks.base import BenchmarkError
+    from benchmarks.base import BenchmarkError
 
     try:
         manifests = build()

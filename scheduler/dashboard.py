@@ -18,15 +18,16 @@ import logging
 import ssl
 import threading
 import time
+from collections.abc import Callable
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from evalfleet.scheduler_api.errors import InvalidArgument, SchedulerError
 from evalfleet.v1 import scheduler_pb2 as pb
 from scheduler import store
 from scheduler.dashboard_page import LOGIN_PAGE, PAGE
-from scheduler.errors import InvalidArgument, SchedulerError
 from scheduler.service import DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT, SchedulerService
 from scheduler.wire_json import STATE_NAMES, counts_dict, message_dict
 
@@ -100,7 +101,9 @@ class Dashboard:
             return {
                 "now": time.time(),
                 "tasks": counts_dict(status.tasks),
-                "submissions": [_submission(sub, summary) for sub, summary in zip(status.submissions, summaries)],
+                "submissions": [
+                    _submission(sub, summary) for sub, summary in zip(status.submissions, summaries, strict=True)
+                ],
                 "workers": [message_dict(worker) for worker in workers.workers],
             }
 

@@ -7,8 +7,9 @@ or per task x setting with one bar per submission when comparing; each bar carri
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from evalfleet.v1 import scheduler_pb2 as pb
 from scheduler.report import ComparedRow, rate
@@ -56,7 +57,9 @@ def plot_summary(path: Path, summary: pb.GetSummaryResponse) -> None:
     _grouped_bars(path, title, tasks, series)
 
 
-def plot_comparison(path: Path, a: pb.GetSummaryResponse, b: pb.GetSummaryResponse, rows: Sequence[ComparedRow]) -> None:
+def plot_comparison(
+    path: Path, a: pb.GetSummaryResponse, b: pb.GetSummaryResponse, rows: Sequence[ComparedRow]
+) -> None:
     groups = [f"{row.task}\n{row.setting}" for row in rows]
     series = [
         (_label(a), [(row.a.episodes_succeeded, row.a.episodes_completed) for row in rows]),

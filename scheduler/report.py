@@ -13,11 +13,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from evalfleet.scheduler_api.errors import PreconditionFailed
 from evalfleet.v1 import scheduler_pb2 as pb
-from scheduler.errors import PreconditionFailed
 
-CSV_COLUMNS = ("benchmark", "task", "setting", "planned", "completed", "succeeded", "success_rate", "attempts",
-               "workers", "mean_episode_seconds", "manifest_hash")
+CSV_COLUMNS = (
+    "benchmark",
+    "task",
+    "setting",
+    "planned",
+    "completed",
+    "succeeded",
+    "success_rate",
+    "attempts",
+    "workers",
+    "mean_episode_seconds",
+    "manifest_hash",
+)
 
 
 def rate(succeeded: int, completed: int) -> float | None:

@@ -14,8 +14,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from evalfleet.scheduler_api.client import SchedulerClient
 from evalfleet.v1 import scheduler_pb2 as pb
-from scheduler.client import SchedulerClient
 
 FORMAT = "evalfleet.results/v1"
 

@@ -22,12 +22,12 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from evalfleet.auth import BearerTokenInterceptor
+from evalfleet.scheduler_api.limits import MESSAGE_LIMIT
 from evalfleet.v1 import scheduler_pb2, scheduler_pb2_grpc
 from evalfleet.wire import MalformedRequestInterceptor
 from scheduler import store
-from evalfleet.auth import BearerTokenInterceptor
 from scheduler.dashboard import Dashboard
-from scheduler.limits import MESSAGE_LIMIT
 from scheduler.service import SchedulerService
 from scheduler.writer import GroupCommitWriter
 
@@ -97,8 +97,11 @@ class SchedulerServer:
         self.writer.start()
         renewed = await self.service.renew_held_leases()
         if renewed:
-            log.info("renewed %d lease(s) held when the scheduler stopped: %gs to heartbeat again",
-                     len(renewed), self.config.lease_seconds)
+            log.info(
+                "renewed %d lease(s) held when the scheduler stopped: %gs to heartbeat again",
+                len(renewed),
+                self.config.lease_seconds,
+            )
         await self.server.start()
         for name in ("", SERVICE_NAME):
             await self.health.set(name, health_pb2.HealthCheckResponse.SERVING)

@@ -15,18 +15,19 @@ import sqlite3
 import threading
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Awaitable, Callable, TypeVar
+from typing import Any, TypeVar
 
 import grpc
 
+from evalfleet.scheduler_api.errors import ERROR_KIND_KEY, InvalidArgument, SchedulerError
+from evalfleet.scheduler_api.limits import MAX_MANIFEST_BYTES, MAX_TEXT_BYTES
 from evalfleet.v1 import scheduler_pb2 as pb
 from evalfleet.v1 import scheduler_pb2_grpc as pb_grpc
 from manifests.format import is_hash
 from scheduler import store
-from scheduler.errors import ERROR_KIND_KEY, InvalidArgument, SchedulerError
-from scheduler.limits import MAX_MANIFEST_BYTES, MAX_TEXT_BYTES
 from scheduler.metrics import SchedulerMetrics
 from scheduler.writer import GroupCommitWriter
 
@@ -42,7 +43,7 @@ def _handler(method: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]
     """Turns typed scheduler errors into their status code, with the error kind in trailers."""
 
     @functools.wraps(method)
-    async def wrapper(self: "SchedulerService", request: Any, context: grpc.aio.ServicerContext) -> T:
+    async def wrapper(self: SchedulerService, request: Any, context: grpc.aio.ServicerContext) -> T:
         try:
             return await method(self, request, context)
         except SchedulerError as exc:
@@ -165,9 +166,7 @@ class SchedulerService(pb_grpc.SchedulerServicer):
         if not 1 <= request.batch_size <= store.MAX_BATCH_SIZE:
             raise InvalidArgument(f"{request.batch_size} is outside [1, {store.MAX_BATCH_SIZE}]", field="batch_size")
         if not 1 <= request.max_attempts <= store.MAX_ATTEMPTS:
-            raise InvalidArgument(
-                f"{request.max_attempts} is outside [1, {store.MAX_ATTEMPTS}]", field="max_attempts"
-            )
+            raise InvalidArgument(f"{request.max_attempts} is outside [1, {store.MAX_ATTEMPTS}]", field="max_attempts")
         store.check_priority(request.priority)
         labels = store.check_json_object(request.labels_json, "labels_json")
         definition = store.SubmissionDefinition(

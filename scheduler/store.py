@@ -19,15 +19,16 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
+from evalfleet.scheduler_api.errors import Conflict, InvalidArgument, NotFound, PreconditionFailed, StaleLease
+from evalfleet.scheduler_api.limits import MAX_TEXT_BYTES
 from evalfleet.v1 import scheduler_pb2 as pb
 from manifests import format as manifest_format
 from manifests.partition import minibatches
-from scheduler.errors import Conflict, InvalidArgument, NotFound, PreconditionFailed, StaleLease
-from scheduler.limits import MAX_TEXT_BYTES
 
 SCHEMA_VERSION = 1
 
@@ -207,7 +208,9 @@ def put_manifest(conn: sqlite3.Connection, body: bytes, expected_hash: str, now:
     try:
         manifest = manifest_format.parse(body, expected_hash=expected_hash or None)
     except manifest_format.ManifestError as exc:
-        raise InvalidArgument(exc.message, field=f"body.{exc.field}" if exc.field != "hash" else "expected_hash")
+        raise InvalidArgument(
+            exc.message, field=f"body.{exc.field}" if exc.field != "hash" else "expected_hash"
+        ) from None
     cursor = conn.execute(
         "INSERT OR IGNORE INTO manifests (hash, body, benchmark, task, setting, episodes, created_at)"
         " VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -281,7 +284,7 @@ def submit(
             (submission_id, definition.to_json(), definition.route, definition.checkpoint, priority, labels, now),
         )
     rows = []
-    for manifest_hash, episodes in zip(definition.manifest_hashes, counts):
+    for manifest_hash, episodes in zip(definition.manifest_hashes, counts, strict=True):
         for start, end in minibatches(episodes, definition.batch_size):
             index = len(rows)
             rows.append(
@@ -499,9 +502,7 @@ def complete(conn: sqlite3.Connection, task_id: str, fencing_token: int, result_
     _end_attempt(conn, task, "succeeded", "", now)
 
 
-def fail(
-    conn: sqlite3.Connection, task_id: str, fencing_token: int, error: str, retryable: bool, now: float
-) -> str:
+def fail(conn: sqlite3.Connection, task_id: str, fencing_token: int, error: str, retryable: bool, now: float) -> str:
     """Ends an attempt as an infrastructure failure. Returns the task's new state."""
     task = _current_task(conn, task_id, fencing_token)
     state = "pending" if retryable and task["attempts"] < task["max_attempts"] else "failed"
@@ -526,9 +527,7 @@ def release(conn: sqlite3.Connection, task_id: str, fencing_token: int, reason: 
 
 def reap_expired(conn: sqlite3.Connection, now: float) -> list[str]:
     """Reclaims every lease past its deadline, without any worker's help. Returns the task ids."""
-    expired = conn.execute(
-        "SELECT * FROM tasks WHERE state = 'leased' AND lease_deadline < ?", (now,)
-    ).fetchall()
+    expired = conn.execute("SELECT * FROM tasks WHERE state = 'leased' AND lease_deadline < ?", (now,)).fetchall()
     for task in expired:
         error = f"lease expired (worker {task['worker_id']}, attempt {task['attempts']})"
         state = "pending" if task["attempts"] < task["max_attempts"] else "failed"
@@ -786,8 +785,7 @@ def _task_info(row: sqlite3.Row) -> pb.TaskInfo:
 def get_task(conn: sqlite3.Connection, task_id: str) -> pb.GetTaskResponse:
     """One task with its whole attempt history (every lease, kept after it ends) and its results."""
     row = conn.execute(
-        "SELECT t.*, (SELECT COUNT(*) FROM episode_results r WHERE r.task_id = t.id) AS done"
-        " FROM tasks t WHERE id = ?",
+        "SELECT t.*, (SELECT COUNT(*) FROM episode_results r WHERE r.task_id = t.id) AS done FROM tasks t WHERE id = ?",
         (task_id,),
     ).fetchone()
     if row is None:

@@ -17,8 +17,8 @@ from rich.console import Console, Group
 from rich.live import Live
 from rich.progress import BarColumn, Progress, TaskID, TextColumn
 
+from evalfleet.scheduler_api.client import SchedulerClient
 from evalfleet.v1 import scheduler_pb2 as pb
-from scheduler.client import SchedulerClient
 from scheduler.wire_json import STATE_NAMES
 
 RATE_WINDOW_S = 60.0
@@ -146,11 +146,25 @@ def _update_bars(
 ) -> None:
     """One bar for the submission, then one per benchmark task x setting, each with its own rate."""
     sub = item.status
-    rows = [(sub.submission_id, f"[bold]{sub.submission_id}[/]", sub.episodes_completed, sub.episodes_planned,
-             sub.episodes_succeeded)]
+    rows = [
+        (
+            sub.submission_id,
+            f"[bold]{sub.submission_id}[/]",
+            sub.episodes_completed,
+            sub.episodes_planned,
+            sub.episodes_succeeded,
+        )
+    ]
     for m in item.summary.manifests:
-        rows.append((f"{sub.submission_id}/{m.manifest_hash}", f"  {m.task} [dim]{m.setting}[/]",
-                     m.episodes_completed, m.episodes_planned, m.episodes_succeeded))
+        rows.append(
+            (
+                f"{sub.submission_id}/{m.manifest_hash}",
+                f"  {m.task} [dim]{m.setting}[/]",
+                m.episodes_completed,
+                m.episodes_planned,
+                m.episodes_succeeded,
+            )
+        )
     for key, description, done, planned, succeeded in rows:
         rate = rates.setdefault(key, Rate())
         rate.add(now, done)

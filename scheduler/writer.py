@@ -15,10 +15,11 @@ import logging
 import queue
 import sqlite3
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, TypeVar
+from typing import TypeVar
 
-from scheduler.errors import SchedulerError
+from evalfleet.scheduler_api.errors import SchedulerError
 
 log = logging.getLogger(__name__)
 
@@ -97,7 +98,7 @@ class GroupCommitWriter:
         self.writes += len(group)
         # One wake-up of each event loop per group, not one per write.
         by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future, bool, object]]] = {}
-        for pending, (ok, value) in zip(group, outcomes):
+        for pending, (ok, value) in zip(group, outcomes, strict=True):
             by_loop.setdefault(pending.loop, []).append((pending.future, ok, value))
         for loop, settled in by_loop.items():
             loop.call_soon_threadsafe(_settle, settled)

@@ -23,9 +23,10 @@ import secrets
 import socket
 import sys
 import time
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Callable, Sequence, TypeVar
+from typing import Any, TypeVar
 
 from bench_scheduler import (
     WARMUP_CLAIMS,

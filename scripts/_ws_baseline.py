@@ -19,8 +19,7 @@ from websockets.sync.server import Server, ServerConnection, serve
 
 def _pack_array(obj: Any) -> Any:
     if isinstance(obj, np.ndarray):
-        return {b"__ndarray__": True, b"data": obj.tobytes(), b"dtype": obj.dtype.str,
-                b"shape": obj.shape}
+        return {b"__ndarray__": True, b"data": obj.tobytes(), b"dtype": obj.dtype.str, b"shape": obj.shape}
     return obj
 
 

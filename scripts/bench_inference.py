@@ -19,28 +19,33 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _ws_baseline import WebsocketClient  # noqa: E402
-from evalfleet.v1 import policy_pb2  # noqa: E402
-from inference_server.aio_client import AsyncPolicyClient  # noqa: E402
-from inference_server.checkpoint import seal  # noqa: E402
-from inference_server.client import PolicyClient  # noqa: E402
+from _ws_baseline import WebsocketClient
+
+from evalfleet.policy_api.aio_client import AsyncPolicyClient
+from evalfleet.policy_api.client import PolicyClient
+from evalfleet.v1 import policy_pb2
+from inference_server.checkpoint import seal
 
 CAMERAS = ("head", "left", "right")
 STATE_DIM, CHUNK, ACTION_DIM = 14, 50, 14
 
 
 def settings(height: int, width: int, **extra: float) -> dict:
-    return {"cameras": [{"name": n, "height": height, "width": width} for n in CAMERAS],
-            "state": [{"name": "qpos", "length": STATE_DIM}],
-            "action_dim": ACTION_DIM, "chunk_length": CHUNK, **extra}
+    return {
+        "cameras": [{"name": n, "height": height, "width": width} for n in CAMERAS],
+        "state": [{"name": "qpos", "length": STATE_DIM}],
+        "action_dim": ACTION_DIM,
+        "chunk_length": CHUNK,
+        **extra,
+    }
 
 
 def observation_images(height: int, width: int) -> dict[str, np.ndarray]:
@@ -50,6 +55,7 @@ def observation_images(height: int, width: int) -> dict[str, np.ndarray]:
 
 def free_port() -> int:
     import socket
+
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
@@ -58,9 +64,22 @@ def free_port() -> int:
 @contextmanager
 def inference_server(root: Path, epoch: str, *extra: str) -> Iterator[str]:
     port = free_port()
-    process = subprocess.Popen([sys.executable, "-m", "inference_server.cli", "--epoch", epoch,
-                                "--checkpoint-root", str(root), "--port", str(port),
-                                "--log-level", "WARNING", *extra])
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "inference_server.cli",
+            "--epoch",
+            epoch,
+            "--checkpoint-root",
+            str(root),
+            "--port",
+            str(port),
+            "--log-level",
+            "WARNING",
+            *extra,
+        ]
+    )
     address = f"127.0.0.1:{port}"
     try:
         with PolicyClient(address) as client:
@@ -74,8 +93,11 @@ def inference_server(root: Path, epoch: str, *extra: str) -> Iterator[str]:
 @contextmanager
 def websocket_server() -> Iterator[int]:
     script = Path(__file__).resolve().parent / "_ws_baseline.py"
-    process = subprocess.Popen([sys.executable, str(script), "--chunk-length", str(CHUNK),
-                                "--action-dim", str(ACTION_DIM)], stdout=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [sys.executable, str(script), "--chunk-length", str(CHUNK), "--action-dim", str(ACTION_DIM)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         yield int(process.stdout.readline())
     finally:
@@ -119,6 +141,7 @@ def latency(address: str, port: int, steps: int, rounds: int, kind: str) -> dict
                     record("grpc", round_index, started)
                 websocket_round(round_index)
     else:
+
         async def measure() -> None:
             async with AsyncPolicyClient(address) as client:
                 session = await client.open_session((await client.identity()).digest, episode)
@@ -135,20 +158,17 @@ def latency(address: str, port: int, steps: int, rounds: int, kind: str) -> dict
     return times
 
 
-def _session_worker(address: str, sessions: int, start_at: float, stop_at: float,
-                    height: int, width: int) -> int:
+def _session_worker(address: str, sessions: int, start_at: float, stop_at: float, height: int, width: int) -> int:
     """One client process driving `sessions` sessions as tasks of one asyncio loop (as a worker
     with several episodes in flight would); returns the steps done inside the window."""
     images = observation_images(height, width)
 
     async def run(client: AsyncPolicyClient, digest: str, index: int) -> int:
         done = 0
-        async with await client.open_session(digest, policy_pb2.EpisodeMeta(
-                episode_id=str(index))) as session:
+        async with await client.open_session(digest, policy_pb2.EpisodeMeta(episode_id=str(index))) as session:
             step = 0
             while time.time() < stop_at:
-                await session.act(images, {"qpos": np.full(STATE_DIM, index)}, step,
-                                  0 if step == 0 else 1)
+                await session.act(images, {"qpos": np.full(STATE_DIM, index)}, step, 0 if step == 0 else 1)
                 done += start_at <= time.time() < stop_at
                 step += 1
         return done
@@ -161,8 +181,9 @@ def _session_worker(address: str, sessions: int, start_at: float, stop_at: float
     return asyncio.run(main())
 
 
-def throughput(address: str, sessions: int, processes: int, seconds: float, height: int,
-               width: int) -> tuple[float, float]:
+def throughput(
+    address: str, sessions: int, processes: int, seconds: float, height: int, width: int
+) -> tuple[float, float]:
     """Steps/s of `sessions` concurrent sessions spread over client processes (like workers), and
     the mean batch size the server formed meanwhile."""
     with PolicyClient(address) as client:
@@ -172,12 +193,10 @@ def throughput(address: str, sessions: int, processes: int, seconds: float, heig
     start_at = time.time() + 2.0  # sessions open and warm up before the window
     stop_at = start_at + seconds
     with multiprocessing.get_context("spawn").Pool(processes) as pool:
-        steps = pool.starmap(_session_worker, [(address, n, start_at, stop_at, height, width)
-                                               for n in shares])
+        steps = pool.starmap(_session_worker, [(address, n, start_at, stop_at, height, width) for n in shares])
     with PolicyClient(address) as client:
         after = client.identity().load
-    mean_batch = (after.steps_served - before.steps_served) / max(
-        1, after.batches_served - before.batches_served)
+    mean_batch = (after.steps_served - before.steps_served) / max(1, after.batches_served - before.batches_served)
     return sum(steps) / seconds, mean_batch
 
 
@@ -190,8 +209,7 @@ def main() -> None:
     parser.add_argument("--batch-ms", type=float, default=20.0)
     parser.add_argument("--max-batch", type=int, default=32)
     parser.add_argument("--client-processes", type=int, default=4)
-    parser.add_argument("--throughput-image", default="240x320",
-                        help="HxW of the three cameras in (b)")
+    parser.add_argument("--throughput-image", default="240x320", help="HxW of the three cameras in (b)")
     args = parser.parse_args()
     height, width = (int(v) for v in args.throughput_image.split("x"))
 
@@ -205,11 +223,14 @@ def main() -> None:
         steps = args.steps // args.rounds
         with inference_server(root, "noop") as address, websocket_server() as port:
             with multiprocessing.get_context("spawn").Pool(1, maxtasksperchild=1) as pool:
-                results = {kind: pool.apply(latency, (address, port, steps, args.rounds, kind))
-                           for kind in ("sync", "asyncio")}
-        print("(a) per-step round trip, loopback, 3 x 320x240x3 uint8 + 14 floats -> 50x14 "
-              f"float32, no-op backend; {steps * args.rounds} steps per client, interleaved with "
-              f"the websocket baseline in {args.rounds} rounds in the same process")
+                results = {
+                    kind: pool.apply(latency, (address, port, steps, args.rounds, kind)) for kind in ("sync", "asyncio")
+                }
+        print(
+            "(a) per-step round trip, loopback, 3 x 320x240x3 uint8 + 14 floats -> 50x14 "
+            f"float32, no-op backend; {steps * args.rounds} steps per client, interleaved with "
+            f"the websocket baseline in {args.rounds} rounds in the same process"
+        )
         print("| gRPC client | gRPC p50 ms | gRPC p99 ms | websocket p50 ms | websocket p99 ms |")
         print("|---|---|---|---|---|")
         for kind, label in (("sync", "PolicyClient (sync)"), ("asyncio", "AsyncPolicyClient")):
@@ -220,21 +241,22 @@ def main() -> None:
 
         counts = [int(s) for s in args.sessions.split(",")]
         rates = {}
-        with inference_server(root, "flat", "--max-batch", str(args.max_batch),
-                              "--max-sessions", str(max(counts) + 8)) as address:
+        with inference_server(
+            root, "flat", "--max-batch", str(args.max_batch), "--max-sessions", str(max(counts) + 8)
+        ) as address:
             for sessions in counts:
-                rates[sessions] = throughput(address, sessions, args.client_processes,
-                                             args.seconds, height, width)
-        print(f"(b) concurrent sessions, backend costs {args.batch_ms:g} ms per batch of any size, "
-              f"max batch {args.max_batch}, batch timeout 5 ms, cameras 3 x {height}x{width}, "
-              f"{args.client_processes} client processes (AsyncPolicyClient)")
+                rates[sessions] = throughput(address, sessions, args.client_processes, args.seconds, height, width)
+        print(
+            f"(b) concurrent sessions, backend costs {args.batch_ms:g} ms per batch of any size, "
+            f"max batch {args.max_batch}, batch timeout 5 ms, cameras 3 x {height}x{width}, "
+            f"{args.client_processes} client processes (AsyncPolicyClient)"
+        )
         print("| sessions S | steps/s | x S=1 | mean batch | raw batched steps/s | of raw |")
         print("|---|---|---|---|---|---|")
         first = rates[counts[0]][0]
         for sessions, (rate, mean_batch) in rates.items():
             raw = min(sessions, args.max_batch) / (args.batch_ms / 1000.0)
-            print(f"| {sessions} | {rate:.0f} | {rate / first:.1f} | {mean_batch:.1f} | {raw:.0f} | "
-                  f"{rate / raw:.0%} |")
+            print(f"| {sessions} | {rate:.0f} | {rate / first:.1f} | {mean_batch:.1f} | {raw:.0f} | {rate / raw:.0%} |")
 
 
 if __name__ == "__main__":

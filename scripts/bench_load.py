@@ -37,12 +37,12 @@ import threading
 import time
 import urllib.request
 from collections import Counter
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Sequence, TypeVar
+from typing import Any, TypeVar
 
 import grpc
-
 from bench_scheduler import (
     ROUTE,
     command_line,
@@ -54,10 +54,11 @@ from bench_scheduler import (
     stop_on_sigterm,
     stop_workers,
 )
+
+from evalfleet.local_fleet import ServiceProcess, free_port, scheduler_argv, wait_serving
+from evalfleet.scheduler_api.client import SchedulerClient
 from evalfleet.v1 import scheduler_pb2 as pb
 from evalfleet.v1 import scheduler_pb2_grpc as pb_grpc
-from scheduler.client import SchedulerClient
-from scheduler.local_fleet import ServiceProcess, free_port, scheduler_argv, wait_serving
 
 T = TypeVar("T")
 TARGET_CLAIM_P99_MS = 50.0
@@ -156,9 +157,7 @@ async def lease_write(samples: list[float], call: Awaitable[T]) -> T:
 class SimulatedWorker:
     """Behaves on the wire like ``renderer-worker --concurrency 1``, with sleeps for episodes."""
 
-    def __init__(
-        self, stub: pb_grpc.SchedulerStub, worker_id: str, config: LoadConfig, tally: GeneratorTally
-    ) -> None:
+    def __init__(self, stub: pb_grpc.SchedulerStub, worker_id: str, config: LoadConfig, tally: GeneratorTally) -> None:
         self.stub = stub
         self.worker_id = worker_id
         self.config = config
@@ -300,7 +299,7 @@ class RssSampler:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="rss-sampler", daemon=True)
 
-    def __enter__(self) -> "RssSampler":
+    def __enter__(self) -> RssSampler:
         self.samples.append(proc_status_mib(self.pid, "VmRSS"))
         self._thread.start()
         return self
@@ -646,7 +645,10 @@ def report(config: LoadConfig, phases: Sequence[PhaseResult]) -> str:
         check_table(phases),
         "",
         "Targets (issue #7)",
-        render([[target, value, _verdict(met)] for target, value, met in targets(measured)], ["target", "measured", "verdict"]),
+        render(
+            [[target, value, _verdict(met)] for target, value, met in targets(measured)],
+            ["target", "measured", "verdict"],
+        ),
     ]
     return "\n".join(sections)
 
@@ -656,7 +658,7 @@ def report_json(config: LoadConfig, phases: Sequence[PhaseResult]) -> dict[str, 
 
     def phase(result: PhaseResult) -> dict[str, Any]:
         derived = {name: get(result) for name, get, _ in (*LATENCY_COLUMNS, *RESOURCE_COLUMNS)}
-        checks = {text: held for text, held in integrity_checks(result)}
+        checks = dict(integrity_checks(result))
         return {**asdict(result), "derived": derived, "checks": checks}
 
     return {
@@ -744,7 +746,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="bench-load-") as tmp:
         try:
             for config in configs:
-                progress(f"W={config.workers}: {config.tasks:,} tasks, {'drain' if config.drain else f'{config.duration_s:.0f} s'}")
+                progress(
+                    f"W={config.workers}: {config.tasks:,} tasks, "
+                    f"{'drain' if config.drain else f'{config.duration_s:.0f} s'}"
+                )
                 phases.append(run_phase(Path(tmp), config))
                 progress(
                     f"W={config.workers}: {phases[-1].completed:,} tasks at {phases[-1].rate:.0f}/s, "

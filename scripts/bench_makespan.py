@@ -37,14 +37,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from inference_server.checkpoint import seal  # noqa: E402
-from manifests.expected import longest_first  # noqa: E402
-from manifests.format import Manifest  # noqa: E402
-from manifests.partition import minibatches  # noqa: E402
-from manifests.synthetic import build_synthetic  # noqa: E402
-from renderer_worker.benchmarks.synthetic import REFERENCE_POLICY_SETTINGS  # noqa: E402
-from scheduler.client import SchedulerClient  # noqa: E402
-from scheduler.local_fleet import WORKER_LINE, LocalFleet, policy_argv, scheduler_argv, worker_argv  # noqa: E402
+from benchmarks.synthetic.adapter import REFERENCE_POLICY_SETTINGS
+from benchmarks.synthetic.manifest import build_synthetic
+from evalfleet.local_fleet import WORKER_LINE, LocalFleet, policy_argv, scheduler_argv, worker_argv
+from evalfleet.scheduler_api.client import SchedulerClient
+from inference_server.checkpoint import seal
+from manifests.expected import longest_first
+from manifests.format import Manifest
+from manifests.partition import minibatches
 
 EPOCH = "syn"
 ROUTE = "synthetic"
@@ -120,11 +120,23 @@ def start_fleet(fleet: LocalFleet, run_dir: Path, args: argparse.Namespace) -> s
     processes, concurrency = (args.workers, 1) if args.mode == "processes" else (1, args.workers)
     for i in range(processes):
         argv = worker_argv(
-            scheduler.address, [policy.address], "--cpu", "--routes", ROUTE, "--worker-id", f"w{i:02d}",
-            "--concurrency", str(concurrency), "--poll-seconds", str(args.poll_seconds),
-            "--output", str(run_dir / "episodes"),
-            "--adapter-option", f"synthetic.time_scale={args.time_scale}",
-            "--adapter-option", f"synthetic.steps_per_second={args.steps_per_second}",
+            scheduler.address,
+            [policy.address],
+            "--cpu",
+            "--routes",
+            ROUTE,
+            "--worker-id",
+            f"w{i:02d}",
+            "--concurrency",
+            str(concurrency),
+            "--poll-seconds",
+            str(args.poll_seconds),
+            "--output",
+            str(run_dir / "episodes"),
+            "--adapter-option",
+            f"synthetic.time_scale={args.time_scale}",
+            "--adapter-option",
+            f"synthetic.steps_per_second={args.steps_per_second}",
         )
         fleet.start(f"worker-w{i:02d}", argv, ready=WORKER_LINE)
     return scheduler.address
@@ -182,7 +194,10 @@ def order_only(args: argparse.Namespace, seeds: int) -> str:
 
 def machine() -> str:
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
-    return f"{platform.node()}: {os.cpu_count()} cores, {platform.machine()}, Python {platform.python_version()}, load avg {load}"
+    return (
+        f"{platform.node()}: {os.cpu_count()} cores, {platform.machine()}, "
+        f"Python {platform.python_version()}, load avg {load}"
+    )
 
 
 def table(rows: list[Row]) -> str:
@@ -202,22 +217,32 @@ def table(rows: list[Row]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--workers", type=int, default=16)
-    parser.add_argument("--mode", choices=("processes", "single"), default="processes",
-                        help="processes: W worker processes, --concurrency 1; single: one worker, --concurrency W")
+    parser.add_argument(
+        "--mode",
+        choices=("processes", "single"),
+        default="processes",
+        help="processes: W worker processes, --concurrency 1; single: one worker, --concurrency W",
+    )
     parser.add_argument("--tasks", type=int, default=50)
     parser.add_argument("--episodes", type=int, default=20, help="episodes per benchmark task")
     parser.add_argument("--min-mean", type=float, default=20.0, help="shortest task's mean episode seconds")
     parser.add_argument("--spread", type=float, default=5.0, help="longest / shortest task mean")
     parser.add_argument("--sigma", type=float, default=0.5, help="log-normal sigma of episode times")
     parser.add_argument("--time-scale", type=float, default=0.02, help="wall seconds per episode second")
-    parser.add_argument("--steps-per-second", type=float, default=0.1,
-                        help="synthetic steps (policy calls / chunk) per episode second; low keeps 2 cores idle")
+    parser.add_argument(
+        "--steps-per-second",
+        type=float,
+        default=0.1,
+        help="synthetic steps (policy calls / chunk) per episode second; low keeps 2 cores idle",
+    )
     parser.add_argument("--poll-seconds", type=float, default=0.2, help="workers' wait between empty claims")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--sim-seeds", type=int, default=50, help="workload seeds for the order-only simulation")
     parser.add_argument("--only", action="append", choices=("a", "b", "c"), help="run only these strategies")
     parser.add_argument("--run-dir", type=Path, default=None, help="keeps databases and logs (default: a temp dir)")
-    parser.add_argument("--timeout", type=float, default=1500.0, help="seconds before the stacks are dumped and the run exits")
+    parser.add_argument(
+        "--timeout", type=float, default=1500.0, help="seconds before the stacks are dumped and the run exits"
+    )
     args = parser.parse_args(argv)
     faulthandler.dump_traceback_later(args.timeout, exit=True)
 
@@ -225,14 +250,20 @@ def main(argv: list[str] | None = None) -> int:
     bound = bound_seconds(manifests, args.workers, args.time_scale)
     strategies = [s for s in STRATEGIES if not args.only or s.name[1] in args.only]
     every = [d for m in manifests for d in durations(m)]
-    mode = (f"{args.workers} renderer-worker processes, --concurrency 1 each" if args.mode == "processes"
-            else f"one renderer-worker, --concurrency {args.workers}")
+    mode = (
+        f"{args.workers} renderer-worker processes, --concurrency 1 each"
+        if args.mode == "processes"
+        else f"one renderer-worker, --concurrency {args.workers}"
+    )
     print(f"command: {shlex.join([Path(sys.executable).name, *sys.argv])}")
     print(f"machine: {machine()}")
     print(f"fleet: {mode}; one scheduler, one inference server (deterministic), all on this machine")
-    print(f"workload: {len(manifests)} tasks x {args.episodes} episodes, task means {args.min_mean:g}-"
-          f"{args.min_mean * args.spread:g} s, sigma {args.sigma}; total {sum(every):.0f} s, longest episode "
-          f"{max(every):.0f} s; x time_scale {args.time_scale} -> bound {bound:.1f} s", flush=True)
+    print(
+        f"workload: {len(manifests)} tasks x {args.episodes} episodes, task means {args.min_mean:g}-"
+        f"{args.min_mean * args.spread:g} s, sigma {args.sigma}; total {sum(every):.0f} s, longest episode "
+        f"{max(every):.0f} s; x time_scale {args.time_scale} -> bound {bound:.1f} s",
+        flush=True,
+    )
 
     rows = []
     with tempfile.TemporaryDirectory(prefix="makespan-") as scratch:

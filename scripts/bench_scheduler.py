@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import math
 import multiprocessing
@@ -35,9 +36,10 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -241,8 +243,7 @@ def drain_loop(ops: WorkerOps, max_tasks: int, budget_s: float) -> dict[str, Any
     lease = timed(ops.claim)
     while lease is not None and done < max_tasks and time.monotonic() < deadline:
         if ops.finish_and_claim is not None:
-            finish_and_claim, current = ops.finish_and_claim, lease
-            lease = timed(lambda: finish_and_claim(current))
+            lease = timed(functools.partial(ops.finish_and_claim, lease))
         else:
             ops.finish(lease)
             lease = timed(ops.claim) if done + 1 < max_tasks else None
@@ -404,8 +405,8 @@ def evalfleet_server(db: Path, synchronous: str) -> contextlib.AbstractContextMa
 
 def evalfleet_populate(address: str, episodes: int, submission_id: str) -> None:
     """One submission of ``episodes`` synthetic episodes, one task per episode (batch 1)."""
-    from manifests.synthetic import build_synthetic
-    from scheduler.client import SchedulerClient
+    from benchmarks.synthetic.manifest import build_synthetic
+    from evalfleet.scheduler_api.client import SchedulerClient
 
     with SchedulerClient(address, timeout=600) as client:
         client.wait_ready(30)
@@ -419,7 +420,7 @@ def evalfleet_populate(address: str, episodes: int, submission_id: str) -> None:
 
 def evalfleet_worker(address: str, route: str, index: int) -> WorkerOps:
     """A worker as the renderer worker behaves: registered, then claim / report / complete."""
-    from scheduler.client import SchedulerClient
+    from evalfleet.scheduler_api.client import SchedulerClient
 
     client = SchedulerClient(address, timeout=60)
     client.wait_ready(30)
@@ -436,7 +437,7 @@ def evalfleet_worker(address: str, route: str, index: int) -> WorkerOps:
 
 def evalfleet_fused_worker(address: str, route: str, index: int) -> WorkerOps:
     """The same work in one call per task: Complete carries the episode results and claims the next."""
-    from scheduler.client import SchedulerClient, claim_request, episode_result
+    from evalfleet.scheduler_api.client import SchedulerClient, claim_request, episode_result
 
     client = SchedulerClient(address, timeout=60)
     client.wait_ready(30)
@@ -480,7 +481,7 @@ def evalfleet_drains(
 
 def evalfleet_claim_costs(tmp: Path, pendings: Sequence[int], claims: int, synchronous: str) -> list[ClaimCost]:
     """The backlog stays within [pending, pending + claims] while the claims are timed."""
-    from scheduler.client import SchedulerClient
+    from evalfleet.scheduler_api.client import SchedulerClient
 
     results = []
     for run, pending in enumerate(pendings):
@@ -672,7 +673,12 @@ def target_table(drains: Sequence[DrainResult], costs: Sequence[ClaimCost], base
     if len(costs) > 1:
         flat = max(latency, cpu)
         rows.append(
-            ["evalfleet", f"flat claim cost ({label}, growth <= {FLAT_GROWTH}x)", f"{flat:.2f}x", _verdict(flat <= FLAT_GROWTH)]
+            [
+                "evalfleet",
+                f"flat claim cost ({label}, growth <= {FLAT_GROWTH}x)",
+                f"{flat:.2f}x",
+                _verdict(flat <= FLAT_GROWTH),
+            ]
         )
     return render(rows, ["system", "target", "measured", "verdict"])
 
@@ -684,24 +690,40 @@ def _target_rows(system: str, drains: Sequence[DrainResult], baseline: Baseline)
     if paired:
         worst = min(paired)
         rows.append(
-            [system, f"drain rate >= {TARGET_RATE_RATIO:.0f}x Labtasker (worst W)", f"{worst:.1f}x",
-             _verdict(worst >= TARGET_RATE_RATIO)]
+            [
+                system,
+                f"drain rate >= {TARGET_RATE_RATIO:.0f}x Labtasker (worst W)",
+                f"{worst:.1f}x",
+                _verdict(worst >= TARGET_RATE_RATIO),
+            ]
         )
     else:
         worst_rate = min(d.rate for d in drains)
         rows.append(
-            [system, f"drain rate >= {TARGET_RATE_RATIO:.0f}x Labtasker (vs issue's 60/s; not measured)",
-             f"{worst_rate / 60:.1f}x", _verdict(worst_rate / 60 >= TARGET_RATE_RATIO)]
+            [
+                system,
+                f"drain rate >= {TARGET_RATE_RATIO:.0f}x Labtasker (vs issue's 60/s; not measured)",
+                f"{worst_rate / 60:.1f}x",
+                _verdict(worst_rate / 60 >= TARGET_RATE_RATIO),
+            ]
         )
     top = max(drains, key=lambda d: d.workers)
     rows.append(
-        [system, f"claim p99 < {TARGET_P99_MS:.0f} ms at W={top.workers}", f"{top.claim_p99_ms:.2f} ms",
-         _verdict(top.claim_p99_ms < TARGET_P99_MS)]
+        [
+            system,
+            f"claim p99 < {TARGET_P99_MS:.0f} ms at W={top.workers}",
+            f"{top.claim_p99_ms:.2f} ms",
+            _verdict(top.claim_p99_ms < TARGET_P99_MS),
+        ]
     )
     worst_cpu = max(d.cpu_ms_per_task for d in drains)
     rows.append(
-        [system, f"server CPU < {TARGET_CPU_MS:.0f} ms per task (worst W)", f"{worst_cpu:.3f} ms",
-         _verdict(worst_cpu < TARGET_CPU_MS)]
+        [
+            system,
+            f"server CPU < {TARGET_CPU_MS:.0f} ms per task (worst W)",
+            f"{worst_cpu:.3f} ms",
+            _verdict(worst_cpu < TARGET_CPU_MS),
+        ]
     )
     return rows
 

@@ -24,12 +24,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from inference_server.checkpoint import seal
-from manifests.format import Manifest
-from manifests.synthetic import build_synthetic
-from renderer_worker.benchmarks.synthetic import REFERENCE_POLICY_SETTINGS
-from scheduler.client import SchedulerClient
-from scheduler.local_fleet import (
+from benchmarks.synthetic.adapter import REFERENCE_POLICY_SETTINGS
+from benchmarks.synthetic.manifest import build_synthetic
+from evalfleet.local_fleet import (
     WORKER_LINE,
     ServiceProcess,
     free_port,
@@ -39,6 +36,9 @@ from scheduler.local_fleet import (
     wait_until,
     worker_argv,
 )
+from evalfleet.scheduler_api.client import SchedulerClient
+from inference_server.checkpoint import seal
+from manifests.format import Manifest
 from scheduler.store import MAX_ATTEMPTS
 
 SUBMISSION = "chaos"
@@ -109,12 +109,8 @@ class Fleet:
         self.run_dir = run_dir
         self.db = run_dir / "scheduler.sqlite"
         self.logs = run_dir / "logs"
-        self.scheduler = ServiceProcess(
-            scheduler_argv(self.db, "--lease-seconds", "4"), self.logs / "scheduler.log"
-        )
-        self.policy = ServiceProcess(
-            policy_argv(EPOCH, checkpoint_root, port=free_port()), self.logs / "policy.log"
-        )
+        self.scheduler = ServiceProcess(scheduler_argv(self.db, "--lease-seconds", "4"), self.logs / "scheduler.log")
+        self.policy = ServiceProcess(policy_argv(EPOCH, checkpoint_root, port=free_port()), self.logs / "policy.log")
         self.worker_count = workers
         self.time_scale = time_scale
         self.workers: list[ServiceProcess] = []
@@ -132,9 +128,19 @@ class Fleet:
         worker_id = f"w{self._started_workers}"
         self._started_workers += 1
         argv = worker_argv(
-            self.scheduler.address, [self.policy.address], "--cpu", "--worker-id", worker_id,
-            "--output", str(self.run_dir / "episodes"), "--poll-seconds", "0.2", "--concurrency", "2",
-            "--adapter-option", f"synthetic.time_scale={self.time_scale}",
+            self.scheduler.address,
+            [self.policy.address],
+            "--cpu",
+            "--worker-id",
+            worker_id,
+            "--output",
+            str(self.run_dir / "episodes"),
+            "--poll-seconds",
+            "0.2",
+            "--concurrency",
+            "2",
+            "--adapter-option",
+            f"synthetic.time_scale={self.time_scale}",
         )
         worker = ServiceProcess(argv, self.logs / f"worker-{worker_id}.log", ready=WORKER_LINE)
         worker.start()
@@ -147,7 +153,8 @@ class Fleet:
             victim = rng.choice([w for w in self.workers if w.running])
             victim.kill()
             replacement = self.start_worker()
-            return f"killed worker {victim.argv[victim.argv.index('--worker-id') + 1]}, started {replacement.argv[replacement.argv.index('--worker-id') + 1]}"
+            killed, started = (p.argv[p.argv.index("--worker-id") + 1] for p in (victim, replacement))
+            return f"killed worker {killed}, started {started}"
         server = self.scheduler if fault.target == "scheduler" else self.policy
         port = server.port
         server.kill()
@@ -184,7 +191,9 @@ def evaluate(
         with SchedulerClient(fleet.scheduler.address) as client:
             client.submit([manifest], "synthetic", batch_size=5, max_attempts=MAX_ATTEMPTS, submission_id=SUBMISSION)
         for fault in plan:
-            wait_until(lambda: stored_episodes(fleet.db) >= fault.at * total, timeout, f"{fault.at:.0%} stored", 0.2)
+            wait_until(
+                lambda at=fault.at: stored_episodes(fleet.db) >= at * total, timeout, f"{fault.at:.0%} stored", 0.2
+            )
             stored = stored_episodes(fleet.db)
             log.append(f"t={time.monotonic() - started:6.1f}s stored={stored:5d}/{total} {fleet.inject(fault, rng)}")
         wait_until(lambda: all_tasks_done(fleet.db), timeout, "every task finished", 0.2)
@@ -193,7 +202,7 @@ def evaluate(
     finally:
         fleet.stop()
     rows = read_db(fleet.db, "SELECT episode_index, success, trace_digest FROM episode_results")
-    (attempts, tasks), = read_db(fleet.db, "SELECT COALESCE(SUM(attempts), 0), COUNT(*) FROM tasks")
+    ((attempts, tasks),) = read_db(fleet.db, "SELECT COALESCE(SUM(attempts), 0), COUNT(*) FROM tasks")
     return Outcome(
         results={index: (bool(success), digest) for index, success, digest in rows},
         result_rows=len(rows),
@@ -214,13 +223,17 @@ def reconcile(manifest: Manifest, chaotic: Outcome, calm: Outcome) -> list[str]:
         if outcome.result_rows != total or set(outcome.results) != set(range(total)):
             problems.append(f"{name}: {outcome.result_rows} result rows for {total} planned episodes")
         if outcome.episodes_succeeded != sum(draws):
-            problems.append(f"{name}: summary counts {outcome.episodes_succeeded} successes, manifest draws {sum(draws)}")
+            problems.append(
+                f"{name}: summary counts {outcome.episodes_succeeded} successes, manifest draws {sum(draws)}"
+            )
         wrong = [i for i, (success, _) in outcome.results.items() if success != draws[i]]
         if wrong:
             problems.append(f"{name}: success differs from the manifest at episodes {wrong[:10]}")
     differing = sorted(i for i in range(total) if chaotic.results.get(i) != calm.results.get(i))
     if differing:
-        problems.append(f"per-episode results differ from the fault-free run at {len(differing)} episodes: {differing[:10]}")
+        problems.append(
+            f"per-episode results differ from the fault-free run at {len(differing)} episodes: {differing[:10]}"
+        )
     return problems
 
 
@@ -231,12 +244,15 @@ def report(chaotic: Outcome, calm: Outcome, problems: list[str]) -> str:
             f"  {name}: {outcome.result_rows} results, {outcome.episodes_succeeded} succeeded, "
             f"{outcome.attempts} attempts for {outcome.tasks} tasks, {outcome.seconds:.1f}s"
         )
-    lines += [f"  PROBLEM {problem}" for problem in problems] or ["  OK: every episode once, same results as without faults"]
+    lines += [f"  PROBLEM {problem}" for problem in problems] or [
+        "  OK: every episode once, same results as without faults"
+    ]
     return "\n".join(lines)
 
 
-def chaos_run(run_dir: Path, checkpoint_root: Path, episodes: int, seed: int, faults_per_target: int,
-              workers: int = 3) -> tuple[Outcome, Outcome, list[str]]:
+def chaos_run(
+    run_dir: Path, checkpoint_root: Path, episodes: int, seed: int, faults_per_target: int, workers: int = 3
+) -> tuple[Outcome, Outcome, list[str]]:
     """The evaluation with the seeded faults, then without any; and their reconciliation."""
     manifest = build_synthetic(episodes, seed=seed, mean_seconds=1.0)
     plan = fault_plan(seed, faults_per_target)
@@ -252,14 +268,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--faults-per-target", type=int, default=2, help="kills of each of worker, scheduler, policy")
     parser.add_argument("--workers", type=int, default=3)
     parser.add_argument("--run-dir", type=Path, default=None, help="keeps databases and logs (default: a temp dir)")
-    parser.add_argument("--timeout", type=float, default=1800.0, help="seconds before the stacks are dumped and the run exits")
+    parser.add_argument(
+        "--timeout", type=float, default=1800.0, help="seconds before the stacks are dumped and the run exits"
+    )
     args = parser.parse_args(argv)
     # A hang anywhere (a harness bug or a fleet that stopped making progress) ends with the stacks.
     faulthandler.dump_traceback_later(args.timeout, exit=True)
     with tempfile.TemporaryDirectory(prefix="chaos-") as scratch:
         run_dir = args.run_dir or Path(scratch)
         root = seal_checkpoint(run_dir / "checkpoints")
-        chaotic, calm, problems = chaos_run(run_dir, root, args.episodes, args.seed, args.faults_per_target, args.workers)
+        chaotic, calm, problems = chaos_run(
+            run_dir, root, args.episodes, args.seed, args.faults_per_target, args.workers
+        )
         print(report(chaotic, calm, problems))
     return 1 if problems else 0
 

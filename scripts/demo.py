@@ -21,13 +21,13 @@ from google.protobuf import json_format
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from evalfleet.local_fleet import WORKER_LINE, LocalFleet, policy_argv, scheduler_argv, worker_argv
+from evalfleet.policy_api.client import PolicyClient
+from evalfleet.scheduler_api.client import SchedulerClient
 from inference_server.backends.oracle import ORACLE_SETTINGS
 from inference_server.checkpoint import seal
-from inference_server.client import PolicyClient
 from manifests import format as manifest_format
 from scheduler import cli as scheduler_cli
-from scheduler.client import SchedulerClient
-from scheduler.local_fleet import WORKER_LINE, LocalFleet, policy_argv, scheduler_argv, worker_argv
 from scheduler.results import results_document, write_results
 
 REPO = Path(__file__).resolve().parents[1]
@@ -54,9 +54,24 @@ def build_manifests(args: argparse.Namespace) -> list[manifest_format.Manifest]:
     if not (out / "BUILT").exists():
         console.print(f"[bold]building manifests[/] {key} (scanning LIBERO trials: about a minute per task on 2 cores)")
         subprocess.run(
-            [sys.executable, "-m", "scheduler.cli", "manifest", "build", "libero", "--out", str(out),
-             "--suite", args.suite, "--tasks", args.tasks, "--trials", str(args.trials),
-             "--camera-size", str(args.camera_size)],
+            [
+                sys.executable,
+                "-m",
+                "scheduler.cli",
+                "manifest",
+                "build",
+                "libero",
+                "--out",
+                str(out),
+                "--suite",
+                args.suite,
+                "--tasks",
+                args.tasks,
+                "--trials",
+                str(args.trials),
+                "--camera-size",
+                str(args.camera_size),
+            ],
             check=True,
         )
         (out / "BUILT").touch()
@@ -68,7 +83,10 @@ def oracle_checkpoint(args: argparse.Namespace) -> Path:
     root = args.run_dir / "checkpoints"
     folder = root / CHECKPOINT
     folder.mkdir(parents=True, exist_ok=True)
-    settings = {**ORACLE_SETTINGS, "cameras": [{"name": "agentview", "height": args.camera_size, "width": args.camera_size}]}
+    settings = {
+        **ORACLE_SETTINGS,
+        "cameras": [{"name": "agentview", "height": args.camera_size, "width": args.camera_size}],
+    }
     seal(folder, "libero-oracle", settings)
     return root
 
@@ -82,8 +100,13 @@ def fresh_database(args: argparse.Namespace) -> Path:
 
 def watch(client: SchedulerClient, submission_id: str, timeout: float) -> None:
     """Live progress until every task has ended (succeeded, failed or cancelled)."""
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[note]}"),
-               TimeElapsedColumn())
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[note]}"),
+        TimeElapsedColumn(),
+    )
     deadline = time.monotonic() + timeout
     with Progress(*columns, console=console) as progress:
         bar = progress.add_task("episodes", total=None, note="")
@@ -111,8 +134,17 @@ def main() -> int:
         for n in range(args.workers):
             fleet.start(
                 f"worker-{n}",
-                worker_argv(scheduler.address, [policy.address], "--cpu", "--routes", "libero",
-                            "--worker-id", f"demo-worker-{n}", "--output", str(args.run_dir / "episodes")),
+                worker_argv(
+                    scheduler.address,
+                    [policy.address],
+                    "--cpu",
+                    "--routes",
+                    "libero",
+                    "--worker-id",
+                    f"demo-worker-{n}",
+                    "--output",
+                    str(args.run_dir / "episodes"),
+                ),
                 ready=WORKER_LINE,
             )
         with PolicyClient(policy.address) as policy_client:
@@ -131,7 +163,8 @@ def main() -> int:
     overall = document["overall"]
     console.print(
         f"[bold]{overall['succeeded']}/{overall['completed']}[/] episodes solved "
-        f"({overall['planned']} planned) in {time.monotonic() - started:.0f}s; results in {args.run_dir / 'RESULTS.json'}"
+        f"({overall['planned']} planned) in {time.monotonic() - started:.0f}s; "
+        f"results in {args.run_dir / 'RESULTS.json'}"
     )
     return 0 if document["complete"] else 1
 

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
 import pytest
-
-from inference_server.checkpoint import seal
 from procs import WORKER_LINE, ServiceProcess, policy_argv, scheduler_argv, wait_serving, worker_argv
-from renderer_worker.benchmarks.synthetic import REFERENCE_POLICY_SETTINGS
-from scheduler.client import SchedulerClient
+
+from benchmarks.synthetic.adapter import REFERENCE_POLICY_SETTINGS
+from evalfleet.scheduler_api.client import SchedulerClient
+from inference_server.checkpoint import seal
 
 
 class SchedulerProcess(ServiceProcess):
@@ -21,12 +21,12 @@ class SchedulerProcess(ServiceProcess):
         self.db = db
         self.extra = extra
 
-    def start(self, timeout: float = 60.0) -> "SchedulerProcess":
+    def start(self, timeout: float = 60.0) -> SchedulerProcess:
         super().start(timeout)
         wait_serving(self.address)
         return self
 
-    def restart(self) -> "SchedulerProcess":
+    def restart(self) -> SchedulerProcess:
         """Starts again on the same database and port (after ``kill``)."""
         self.argv = scheduler_argv(self.db, *self.extra, port=self.port)
         return self.start()
@@ -89,8 +89,18 @@ def start_worker(tmp_path: Path) -> Iterator[Callable[..., ServiceProcess]]:
 
     def start(scheduler: str, policies: list[str], *extra: str, worker_id: str | None = None) -> ServiceProcess:
         worker_id = worker_id or f"w{len(started)}"
-        argv = worker_argv(scheduler, policies, "--cpu", "--worker-id", worker_id,
-                           "--output", str(tmp_path / "episodes"), "--poll-seconds", "0.2", *extra)
+        argv = worker_argv(
+            scheduler,
+            policies,
+            "--cpu",
+            "--worker-id",
+            worker_id,
+            "--output",
+            str(tmp_path / "episodes"),
+            "--poll-seconds",
+            "0.2",
+            *extra,
+        )
         proc = ServiceProcess(argv, tmp_path / f"worker-{worker_id}.log", ready=WORKER_LINE)
         proc.start()
         started.append(proc)

@@ -6,7 +6,8 @@ import json
 import re
 import urllib.error
 import urllib.request
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 DASHBOARD_LINE = re.compile(r"dashboard on (https?://\S+/)")
 

@@ -18,7 +18,11 @@ from hypothesis import strategies as st
 
 # Deterministic by default so CI is reproducible; EVALFLEET_FUZZ=random explores new inputs locally.
 settings.register_profile(
-    "ci", derandomize=True, deadline=None, database=None, print_blob=True,
+    "ci",
+    derandomize=True,
+    deadline=None,
+    database=None,
+    print_blob=True,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture],
 )
 settings.register_profile("random", parent=settings.get_profile("ci"), derandomize=False)
@@ -26,15 +30,17 @@ settings.load_profile(os.environ.get("EVALFLEET_FUZZ", "ci"))
 
 # What a server may answer to any request; UNKNOWN and INTERNAL mean an unhandled exception, and
 # DEADLINE_EXCEEDED or UNAVAILABLE a hang or a crash.
-ALLOWED_CODES = frozenset({
-    grpc.StatusCode.OK,
-    grpc.StatusCode.INVALID_ARGUMENT,
-    grpc.StatusCode.NOT_FOUND,
-    grpc.StatusCode.ALREADY_EXISTS,
-    grpc.StatusCode.FAILED_PRECONDITION,
-    grpc.StatusCode.OUT_OF_RANGE,
-    grpc.StatusCode.RESOURCE_EXHAUSTED,
-})
+ALLOWED_CODES = frozenset(
+    {
+        grpc.StatusCode.OK,
+        grpc.StatusCode.INVALID_ARGUMENT,
+        grpc.StatusCode.NOT_FOUND,
+        grpc.StatusCode.ALREADY_EXISTS,
+        grpc.StatusCode.FAILED_PRECONDITION,
+        grpc.StatusCode.OUT_OF_RANGE,
+        grpc.StatusCode.RESOURCE_EXHAUSTED,
+    }
+)
 
 _BOUNDS = {
     FieldDescriptor.TYPE_INT32: (-(2**31), 2**31 - 1),
@@ -53,7 +59,9 @@ _BOUNDS = {
 def integers(low: int, high: int) -> st.SearchStrategy[int]:
     """Small values, values at and around the type's bounds and the signed-overflow edges, and any."""
     edges = [v for v in (low, high, 0, 1, -1, 2, 2**31 - 1, 2**31, 2**32 - 1, 2**63 - 1, 2**63) if low <= v <= high]
-    return st.one_of(st.integers(0, 16).filter(lambda v: low <= v <= high), st.sampled_from(edges), st.integers(low, high))
+    return st.one_of(
+        st.integers(0, 16).filter(lambda v: low <= v <= high), st.sampled_from(edges), st.integers(low, high)
+    )
 
 
 def doubles() -> st.SearchStrategy[float]:
@@ -109,10 +117,18 @@ def messages(
         if field.message_type is not None and field.message_type.GetOptions().map_entry:
             key = scalar(field.message_type.fields_by_name["key"])
             value_field = field.message_type.fields_by_name["value"]
-            value = messages(value_field.message_type, known, depth - 1) if value_field.message_type else scalar(value_field)
+            value = (
+                messages(value_field.message_type, known, depth - 1)
+                if value_field.message_type
+                else scalar(value_field)
+            )
             fields[field.name] = st.dictionaries(key, value, max_size=3) if depth > 0 else st.just({})
         elif field.message_type is not None:
-            sub = messages(field.message_type, known, depth - 1) if depth > 0 else st.just(_message_class(field.message_type)())
+            sub = (
+                messages(field.message_type, known, depth - 1)
+                if depth > 0
+                else st.just(_message_class(field.message_type)())
+            )
             fields[field.name] = st.lists(sub, max_size=4) if _repeated(field) else sub
         else:
             fields[field.name] = st.lists(scalar(field), max_size=6) if _repeated(field) else scalar(field)

@@ -16,8 +16,8 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 SUBNET = "10.77.0"
 # A unicast address no host has: frames sent to it are flooded by the bridge and accepted by nobody.
@@ -77,7 +77,7 @@ class Network:
         _ip("-n", self._switch, "link", "add", "br0", "type", "bridge")
         _ip("-n", self._switch, "link", "set", "br0", "up")
 
-    def __enter__(self) -> "Network":
+    def __enter__(self) -> Network:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -87,8 +87,20 @@ class Network:
         """A new host, plugged in and up, with the next free address."""
         host = Host(name, f"{self._prefix}-{name}", f"{SUBNET}.{len(self.hosts) + 1}", f"p{len(self.hosts)}")
         _ip("netns", "add", host.namespace)
-        _ip("-n", host.namespace, "link", "add", "eth0", "type", "veth", "peer", "name", host.port,
-            "netns", self._switch)
+        _ip(
+            "-n",
+            host.namespace,
+            "link",
+            "add",
+            "eth0",
+            "type",
+            "veth",
+            "peer",
+            "name",
+            host.port,
+            "netns",
+            self._switch,
+        )
         _ip("-n", host.namespace, "addr", "add", f"{host.address}/24", "dev", "eth0")
         _ip("-n", host.namespace, "link", "set", "lo", "up")
         _ip("-n", host.namespace, "link", "set", "eth0", "up")
@@ -108,8 +120,19 @@ class Network:
         """Drops what ``a`` and ``b`` send each other, by pinning each one's neighbour entry for
         the other to an address nobody has (the kernel here has no tc actions or nftables)."""
         for source, peer in ((a, b), (b, a)):
-            _ip("-n", source.namespace, "neigh", "replace", peer.address, "lladdr", NOWHERE_MAC,
-                "dev", "eth0", "nud", "permanent")
+            _ip(
+                "-n",
+                source.namespace,
+                "neigh",
+                "replace",
+                peer.address,
+                "lladdr",
+                NOWHERE_MAC,
+                "dev",
+                "eth0",
+                "nud",
+                "permanent",
+            )
 
     def restore_between(self, a: Host, b: Host) -> None:
         for source, peer in ((a, b), (b, a)):

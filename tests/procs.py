@@ -9,7 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from scheduler.local_fleet import (  # noqa: F401  (re-exported for the tests)
+from evalfleet.local_fleet import (  # noqa: F401  (re-exported for the tests)
+    WORKER_LINE,
     ServiceProcess,
     free_port,
     policy_argv,
@@ -17,7 +18,6 @@ from scheduler.local_fleet import (  # noqa: F401  (re-exported for the tests)
     wait_serving,
     wait_until,
     worker_argv,
-    WORKER_LINE,
 )
 
 

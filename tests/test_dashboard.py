@@ -9,18 +9,20 @@ import urllib.error
 import urllib.request
 
 import pytest
-
 from dashboard_proc import DASHBOARD_LINE, call, start_with_dashboard
-from manifests.synthetic import build_synthetic
 from procs import ServiceProcess, cli, scheduler_argv
-from scheduler.client import SchedulerClient, selector
+
+from benchmarks.synthetic.manifest import build_synthetic
+from evalfleet.scheduler_api.client import SchedulerClient, selector
 
 pytestmark = pytest.mark.timeout(120)
 
 
 def _seed(client: SchedulerClient) -> None:
-    manifests = [build_synthetic(4, seed=1, task="pick", setting="clean"),
-                 build_synthetic(4, seed=2, task="pick", setting="randomized")]
+    manifests = [
+        build_synthetic(4, seed=1, task="pick", setting="clean"),
+        build_synthetic(4, seed=2, task="pick", setting="randomized"),
+    ]
     client.submit(manifests, "synthetic", batch_size=2, submission_id="dash", priority=3)
     client.register_worker("w1", ["synthetic"], host="node-7", gpu_uuid="GPU-abc")
     lease = client.claim("w1", ["synthetic"])
@@ -38,13 +40,23 @@ def test_overview_tasks_and_task_detail_come_from_the_database(start_scheduler):
     assert status == 200
     (sub,) = overview["submissions"]
     assert (sub["submission_id"], sub["episodes_planned"], sub["episodes_completed"], sub["episodes_succeeded"]) == (
-        "dash", 8, 2, 1)
+        "dash",
+        8,
+        2,
+        1,
+    )
     assert [(m["task"], m["setting"], m["completed"], m["succeeded"]) for m in sub["manifests"]] == [
-        ("pick", "clean", 2, 1), ("pick", "randomized", 0, 0)]
+        ("pick", "clean", 2, 1),
+        ("pick", "randomized", 0, 0),
+    ]
     assert sub["tasks"]["leased"] == 1 and sub["complete"] is False
     (worker,) = overview["workers"]
     assert (worker["state"], worker["current_task"], worker["gpu_uuid"], worker["host"]) == (
-        "active", "dash-00001", "GPU-abc", "node-7")
+        "active",
+        "dash-00001",
+        "GPU-abc",
+        "node-7",
+    )
 
     status, tasks = call(url + "api/tasks?submission_id=dash&state=pending")
     assert status == 200 and [t["task_id"] for t in tasks["tasks"]] == ["dash-00002", "dash-00003"]
@@ -132,12 +144,38 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
 def test_with_a_tls_certificate_the_dashboard_serves_https(tmp_path):
     key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
     subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
-         "-days", "1", "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost"],
-        check=True, capture_output=True,
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+            "-days",
+            "1",
+            "-subj",
+            "/CN=localhost",
+            "-addext",
+            "subjectAltName=DNS:localhost",
+        ],
+        check=True,
+        capture_output=True,
     )
-    argv = scheduler_argv(tmp_path / "db.sqlite", "--host", "localhost", "--tls-cert", str(cert), "--tls-key",
-                          str(key), "--http-port", "0")
+    argv = scheduler_argv(
+        tmp_path / "db.sqlite",
+        "--host",
+        "localhost",
+        "--tls-cert",
+        str(cert),
+        "--tls-key",
+        str(key),
+        "--http-port",
+        "0",
+    )
     server = ServiceProcess(argv, tmp_path / "tls.log").start()
     try:
         url = server.wait_for_line(DASHBOARD_LINE.search, 30).group(1)

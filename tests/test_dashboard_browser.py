@@ -11,15 +11,19 @@ import threading
 from pathlib import Path
 
 import pytest
-
 from dashboard_proc import start_with_dashboard
-from manifests.synthetic import build_synthetic
-from scheduler.client import SchedulerClient, selector
+
+from benchmarks.synthetic.manifest import build_synthetic
+from evalfleet.scheduler_api.client import SchedulerClient, selector
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-    "--disable-component-update", "--no-first-run",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
 ]
 if not CHROMIUM.exists():
     pytest.skip("needs Debian's chromium at /usr/bin/chromium (apt-get install -y chromium)", allow_module_level=True)
@@ -39,9 +43,17 @@ def _finish_one_task(client: SchedulerClient, worker_id: str) -> None:
 def test_submit_watch_cancel_requeue_reprioritize_in_a_browser(start_scheduler, tmp_path):
     proc, url = start_with_dashboard(start_scheduler)
     client = proc.client()
-    manifests = [build_synthetic(6, seed=s, task=task, setting=setting)
-                 for s, (task, setting) in enumerate([("open_drawer", "clean"), ("open_drawer", "randomized"),
-                                                      ("stack_blocks", "clean"), ("stack_blocks", "randomized")])]
+    manifests = [
+        build_synthetic(6, seed=s, task=task, setting=setting)
+        for s, (task, setting) in enumerate(
+            [
+                ("open_drawer", "clean"),
+                ("open_drawer", "randomized"),
+                ("stack_blocks", "clean"),
+                ("stack_blocks", "randomized"),
+            ]
+        )
+    ]
     client.submit(manifests, "synthetic", batch_size=3, submission_id="browser", priority=2)
     client.register_worker("gpu-worker-0", ["synthetic"], host="node-1", gpu_uuid="GPU-1234")
 
@@ -75,11 +87,15 @@ def test_submit_watch_cancel_requeue_reprioritize_in_a_browser(start_scheduler, 
 
             card.locator("input.priority").fill("")
             card.locator("button[data-op=priority]").click()
-            sync_api.expect(page.locator("#message")).to_have_text("priority refused: priority: must be an integer", timeout=WAIT_MS)
+            sync_api.expect(page.locator("#message")).to_have_text(
+                "priority refused: priority: must be an integer", timeout=WAIT_MS
+            )
             card.locator("input.priority").fill("7")
             card.locator("button[data-op=priority]").click()
             sync_api.expect(page.locator("#message")).to_have_text("priority: changed 5 tasks", timeout=WAIT_MS)
-            assert {t.priority for t in client.tasks(selector(submission_id="browser", states=["pending"])).tasks} == {7}
+            assert {t.priority for t in client.tasks(selector(submission_id="browser", states=["pending"])).tasks} == {
+                7
+            }
 
             finisher = threading.Thread(target=_finish_one_task, args=(client, "gpu-worker-0"))
             finisher.start()

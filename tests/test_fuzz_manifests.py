@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import json
 
+import fuzz  # noqa: F401  (loads the deterministic settings profile)
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import fuzz  # noqa: F401  (loads the deterministic settings profile)
+from benchmarks.synthetic.manifest import build_synthetic
 from manifests.format import ManifestError, canonical_bytes, parse, read
-from manifests.synthetic import build_synthetic
 
 pytestmark = pytest.mark.timeout(120)
 

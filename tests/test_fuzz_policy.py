@@ -6,17 +6,17 @@ session behind. One real inference server serves the whole module.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import grpc
 import pytest
+from fuzz import ALLOWED_CODES, doubles, integers, messages, status_of
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from procs import ServiceProcess, policy_argv, wait_serving
 
 from evalfleet.v1 import policy_pb2 as pb
-from fuzz import ALLOWED_CODES, doubles, integers, messages, status_of
-from procs import ServiceProcess, policy_argv, wait_serving
 
 pytestmark = pytest.mark.timeout(300)
 

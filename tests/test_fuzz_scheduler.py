@@ -6,19 +6,19 @@ also hit state built up by the accepted requests before them.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import grpc
 import pytest
+from fuzz import ALLOWED_CODES, messages, status_of
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from evalfleet.v1 import scheduler_pb2 as pb
-from fuzz import ALLOWED_CODES, messages, status_of
-from manifests.synthetic import build_synthetic
 from procs import ServiceProcess, db_fingerprint, scheduler_argv, wait_serving
-from scheduler.client import SchedulerClient
+
+from benchmarks.synthetic.manifest import build_synthetic
+from evalfleet.scheduler_api.client import SchedulerClient
+from evalfleet.v1 import scheduler_pb2 as pb
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -111,10 +111,11 @@ def test_any_request_gets_a_precise_code_and_a_refusal_changes_nothing(served: S
     run()
 
 
-
 @settings(max_examples=EXAMPLES * 2)
 @given(method=st.sampled_from(sorted(SERVICE.methods_by_name)), body=st.binary(max_size=300))
-def test_any_bytes_as_a_request_are_refused_as_invalid_argument_or_parsed(served: Served, method: str, body: bytes) -> None:
+def test_any_bytes_as_a_request_are_refused_as_invalid_argument_or_parsed(
+    served: Served, method: str, body: bytes
+) -> None:
     """Bytes that are not a protobuf message are the caller's error (evalfleet.wire), not UNKNOWN."""
     before = db_fingerprint(served.db)
     code, details = served.raw(method, body)

@@ -14,10 +14,10 @@ import time
 from pathlib import Path
 
 import pytest
+from procs import cli
 
 from inference_server.checkpoint import seal
 from manifests import format as manifest_format
-from procs import cli
 
 if importlib.util.find_spec("libero") is None and os.environ.get("EVALFLEET_REQUIRE_LIBERO") != "1":
     pytest.skip("LIBERO is not installed (scripts/install_libero.sh)", allow_module_level=True)
@@ -31,28 +31,61 @@ MAX_STEPS = 6
 def libero_checkpoint(root: Path) -> Path:
     """A `deterministic` reference policy reading what LIBERO observes: one camera and the gripper."""
     (root / "lib").mkdir(parents=True)
-    seal(root / "lib", "deterministic", {
-        "cameras": [{"name": "agentview", "height": CAMERA, "width": CAMERA}],
-        "state": [{"name": "robot0_eef_pos", "length": 3}, {"name": "robot0_gripper_qpos", "length": 2}],
-        "action_dim": 7,
-        "chunk_length": 4,
-    })
+    seal(
+        root / "lib",
+        "deterministic",
+        {
+            "cameras": [{"name": "agentview", "height": CAMERA, "width": CAMERA}],
+            "state": [{"name": "robot0_eef_pos", "length": 3}, {"name": "robot0_gripper_qpos", "length": 2}],
+            "action_dim": 7,
+            "chunk_length": 4,
+        },
+    )
     return root
 
 
 def test_two_workers_evaluate_real_libero_episodes(scheduler, tmp_path, start_policy, start_worker):
     out = tmp_path / "manifests"
-    run = cli("manifest", "build", "libero", "--out", str(out), "--suite", "libero_object", "--tasks", "0-1",
-              "--trials", "2", "--camera-size", str(CAMERA), "--wait-steps", "2", "--max-steps", str(MAX_STEPS),
-              timeout=300)
+    run = cli(
+        "manifest",
+        "build",
+        "libero",
+        "--out",
+        str(out),
+        "--suite",
+        "libero_object",
+        "--tasks",
+        "0-1",
+        "--trials",
+        "2",
+        "--camera-size",
+        str(CAMERA),
+        "--wait-steps",
+        "2",
+        "--max-steps",
+        str(MAX_STEPS),
+        timeout=300,
+    )
     assert run.returncode == 0, run.stderr
     manifests = [manifest_format.read(path) for path in sorted(out.glob("*.json"))]
     assert sorted(len(m) for m in manifests) == [2, 2]
 
     policy = start_policy("lib", root=libero_checkpoint(tmp_path / "checkpoints"))
-    run = cli("submit", "--server", scheduler.address, "--route", "libero", "--batch-size", "1",
-              "--policy-server", policy.address, "--submission-id", "libero-e2e",
-              "--manifest", *(str(path) for path in sorted(out.glob("*.json"))))
+    run = cli(
+        "submit",
+        "--server",
+        scheduler.address,
+        "--route",
+        "libero",
+        "--batch-size",
+        "1",
+        "--policy-server",
+        policy.address,
+        "--submission-id",
+        "libero-e2e",
+        "--manifest",
+        *(str(path) for path in sorted(out.glob("*.json"))),
+    )
     assert run.returncode == 0, run.stderr
     for name in ("lw0", "lw1"):
         start_worker(scheduler.address, [policy.address], "--routes", "libero", worker_id=name)

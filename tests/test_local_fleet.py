@@ -9,7 +9,6 @@ import threading
 from pathlib import Path
 
 import pytest
-
 from procs import ServiceProcess
 
 pytestmark = pytest.mark.timeout(60)

@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 
 import pytest
+from procs import cli
 
+from benchmarks.synthetic.manifest import build_synthetic
 from manifests import format as mf
 from manifests.partition import minibatches
-from manifests.synthetic import build_synthetic
-from procs import cli
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -67,7 +67,10 @@ def test_non_canonical_and_wrong_hash_refused(tmp_path):
         mf.canonical_bytes({"x": float("nan")})
 
 
-@pytest.mark.parametrize(("n", "size", "expected"), [(12, 5, [(0, 5), (5, 10), (10, 12)]), (3, 5, [(0, 3)]), (0, 2, []), (4, 1, [(0, 1), (1, 2), (2, 3), (3, 4)])])
+@pytest.mark.parametrize(
+    ("n", "size", "expected"),
+    [(12, 5, [(0, 5), (5, 10), (10, 12)]), (3, 5, [(0, 3)]), (0, 2, []), (4, 1, [(0, 1), (1, 2), (2, 3), (3, 4)])],
+)
 def test_minibatches_are_contiguous(n, size, expected):
     assert minibatches(n, size) == expected
 
@@ -79,7 +82,9 @@ def test_minibatch_size_must_be_positive():
 
 def test_cli_build_verify_show(tmp_path):
     out = tmp_path / "m.json"
-    run = cli("manifest", "build", "synthetic", "--episodes", "7", "--seed", "3", "--mean-seconds", "0.5", "--out", str(out))
+    run = cli(
+        "manifest", "build", "synthetic", "--episodes", "7", "--seed", "3", "--mean-seconds", "0.5", "--out", str(out)
+    )
     assert run.returncode == 0, run.stderr
     digest = run.stdout.split()[0]
     assert digest == mf.read(out).hash == build_synthetic(7, seed=3, mean_seconds=0.5).hash

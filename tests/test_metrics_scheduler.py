@@ -5,10 +5,10 @@ from __future__ import annotations
 import time
 
 import pytest
+from dashboard_proc import call, start_with_dashboard
 from prometheus_client.parser import text_string_to_metric_families
 
-from dashboard_proc import call, start_with_dashboard
-from manifests.synthetic import build_synthetic
+from benchmarks.synthetic.manifest import build_synthetic
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -41,8 +41,10 @@ def test_tasks_by_state_claims_retries_expiries_and_episodes(start_scheduler):
         time.sleep(0.1)
 
     samples = _samples(url)
-    tasks = {state: samples[("evalfleet_scheduler_tasks", (("state", state),))] for state in
-             ("pending", "leased", "succeeded", "failed", "cancelled")}
+    tasks = {
+        state: samples[("evalfleet_scheduler_tasks", (("state", state),))]
+        for state in ("pending", "leased", "succeeded", "failed", "cancelled")
+    }
     assert tasks == {"pending": 2, "leased": 0, "succeeded": 1, "failed": 0, "cancelled": 0}
     assert samples[("evalfleet_scheduler_claims_total", (("outcome", "leased"),))] == 3
     assert samples[("evalfleet_scheduler_claims_total", (("outcome", "empty"),))] == 1
@@ -51,5 +53,8 @@ def test_tasks_by_state_claims_retries_expiries_and_episodes(start_scheduler):
     assert samples[("evalfleet_scheduler_lease_expiries_total", ())] == 1
     assert samples[("evalfleet_scheduler_episodes_total", ())] == 2
     assert samples[("evalfleet_scheduler_episodes_planned", ())] == 6
-    assert samples[("evalfleet_scheduler_workers", (("state", "lost"),))] + samples[
-        ("evalfleet_scheduler_workers", (("state", "idle"),))] == 2
+    assert (
+        samples[("evalfleet_scheduler_workers", (("state", "lost"),))]
+        + samples[("evalfleet_scheduler_workers", (("state", "idle"),))]
+        == 2
+    )

@@ -19,14 +19,14 @@ import re
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
-
 from netns import Host, Network, netns_unavailable
-from manifests.format import parse
 from procs import WORKER_LINE, ServiceProcess, policy_argv, policy_steps_logged, scheduler_argv, wait_until, worker_argv
+
+from manifests.format import parse
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -60,28 +60,63 @@ class Cluster:
         self.token_file.write_text("multi-host-test-token\n")
         self.scheduler_address = self.scheduler_host.endpoint(SCHEDULER_PORT)
         self.policy_address = self.policy_host.endpoint(POLICY_PORT)
-        self.scheduler = self._service(self.scheduler_host, "scheduler", scheduler_argv(
-            tmp / "scheduler.sqlite", "--host", self.scheduler_host.address, "--token-file", str(self.token_file),
-            "--lease-seconds", str(lease_seconds), port=SCHEDULER_PORT))
+        self.scheduler = self._service(
+            self.scheduler_host,
+            "scheduler",
+            scheduler_argv(
+                tmp / "scheduler.sqlite",
+                "--host",
+                self.scheduler_host.address,
+                "--token-file",
+                str(self.token_file),
+                "--lease-seconds",
+                str(lease_seconds),
+                port=SCHEDULER_PORT,
+            ),
+        )
         self.policy = self.policy_service(self.policy_host)
         self.workers: dict[str, ServiceProcess] = {}
         self.extra_services: list[ServiceProcess] = []
 
     def policy_service(self, host: Host) -> ServiceProcess:
         """An inference server for the `syn` checkpoint on ``host`` (not started)."""
-        return self._service(host, host.name, policy_argv(
-            "syn", self.checkpoint_root, "--host", host.address, "--token-file", str(self.token_file),
-            "--metrics-port", str(POLICY_METRICS_PORT), port=POLICY_PORT))
+        return self._service(
+            host,
+            host.name,
+            policy_argv(
+                "syn",
+                self.checkpoint_root,
+                "--host",
+                host.address,
+                "--token-file",
+                str(self.token_file),
+                "--metrics-port",
+                str(POLICY_METRICS_PORT),
+                port=POLICY_PORT,
+            ),
+        )
 
     def _service(self, host: Host, name: str, argv: list[str], **kwargs: object) -> ServiceProcess:
         return ServiceProcess(host.argv(argv), self.tmp / "logs" / f"{name}.log", **kwargs)  # type: ignore[arg-type]
 
     def start_worker(self, name: str, *extra: str, policies: tuple[str, ...] = ()) -> ServiceProcess:
         argv = worker_argv(
-            self.scheduler_address, list(policies or [self.policy_address]), "--cpu", "--worker-id", name,
-            "--token-file", str(self.token_file), "--output", str(self.tmp / "episodes" / name),
-            "--poll-seconds", "0.2", "--policy-timeout", str(POLICY_TIMEOUT_SECONDS),
-            "--adapter-option", "synthetic.time_scale=1.0", *extra,
+            self.scheduler_address,
+            list(policies or [self.policy_address]),
+            "--cpu",
+            "--worker-id",
+            name,
+            "--token-file",
+            str(self.token_file),
+            "--output",
+            str(self.tmp / "episodes" / name),
+            "--poll-seconds",
+            "0.2",
+            "--policy-timeout",
+            str(POLICY_TIMEOUT_SECONDS),
+            "--adapter-option",
+            "synthetic.time_scale=1.0",
+            *extra,
         )
         worker = self._service(self.worker_hosts[name], f"worker-{name}", argv, ready=WORKER_LINE)
         self.workers[name] = worker.start()
@@ -90,10 +125,12 @@ class Cluster:
     def cli(self, *args: str, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
         """The `scheduler` CLI, run by an operator on the scheduler's host."""
         argv = [sys.executable, "-m", "scheduler.cli", *args]
-        env = {**os.environ, "EVALFLEET_SCHEDULER": self.scheduler_address,
-               "EVALFLEET_TOKEN_FILE": str(self.token_file)}
-        return subprocess.run(self.scheduler_host.argv(argv), capture_output=True, text=True, env=env,
-                              timeout=timeout)
+        env = {
+            **os.environ,
+            "EVALFLEET_SCHEDULER": self.scheduler_address,
+            "EVALFLEET_TOKEN_FILE": str(self.token_file),
+        }
+        return subprocess.run(self.scheduler_host.argv(argv), capture_output=True, text=True, env=env, timeout=timeout)
 
     def cli_json(self, *args: str) -> dict:
         run = self.cli(*args, "--json")
@@ -102,11 +139,31 @@ class Cluster:
 
     def submit(self, submission: str, episodes: int, mean_seconds: float) -> Path:
         manifest = self.tmp / f"{submission}.json"
-        built = self.cli("manifest", "build", "synthetic", "--episodes", str(episodes), "--seed", "3",
-                         "--mean-seconds", str(mean_seconds), "--out", str(manifest))
+        built = self.cli(
+            "manifest",
+            "build",
+            "synthetic",
+            "--episodes",
+            str(episodes),
+            "--seed",
+            "3",
+            "--mean-seconds",
+            str(mean_seconds),
+            "--out",
+            str(manifest),
+        )
         assert built.returncode == 0, built.stderr
-        run = self.cli("submit", "--manifest", str(manifest), "--route", "synthetic", "--batch-size", "1",
-                       "--submission-id", submission)
+        run = self.cli(
+            "submit",
+            "--manifest",
+            str(manifest),
+            "--route",
+            "synthetic",
+            "--batch-size",
+            "1",
+            "--submission-id",
+            submission,
+        )
         assert run.returncode == 0, run.stderr
         return manifest
 
@@ -114,8 +171,9 @@ class Cluster:
         """One gauge of the inference server's /metrics, read on its own host."""
         url = f"http://{self.policy_host.endpoint(POLICY_METRICS_PORT)}/metrics"
         read = f"import urllib.request; print(urllib.request.urlopen({url!r}, timeout=10).read().decode())"
-        run = subprocess.run(self.policy_host.argv([sys.executable, "-c", read]), capture_output=True, text=True,
-                             timeout=30)
+        run = subprocess.run(
+            self.policy_host.argv([sys.executable, "-c", read]), capture_output=True, text=True, timeout=30
+        )
         assert run.returncode == 0, run.stderr
         return float(re.search(rf"^{name} (\S+)$", run.stdout, re.MULTILINE).group(1))
 
@@ -291,8 +349,9 @@ def test_one_of_two_inference_hosts_dies_and_the_other_finishes_the_evaluation(c
     spare = cluster.policy_service(spare_host)
     cluster.extra_services.append(spare.start())
     manifest = cluster.submit("spare", episodes=8, mean_seconds=1.0)
-    worker = cluster.start_worker("w1", "--concurrency", "2",
-                                  policies=(cluster.policy_address, spare_host.endpoint(POLICY_PORT)))
+    worker = cluster.start_worker(
+        "w1", "--concurrency", "2", policies=(cluster.policy_address, spare_host.endpoint(POLICY_PORT))
+    )
     worker.wait_for_line(ENDED.search, timeout=60)
 
     cluster.policy.kill()

@@ -6,15 +6,19 @@ import csv
 import json
 
 import pytest
-
-from manifests.synthetic import build_synthetic
 from procs import cli
-from scheduler.client import SchedulerClient
+
+from benchmarks.synthetic.manifest import build_synthetic
+from evalfleet.scheduler_api.client import SchedulerClient
 
 pytestmark = pytest.mark.timeout(120)
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-CELLS = [("open_drawer", "clean"), ("open_drawer", "randomized"), ("stack_blocks", "clean"),
-         ("stack_blocks", "randomized")]
+CELLS = [
+    ("open_drawer", "clean"),
+    ("open_drawer", "randomized"),
+    ("stack_blocks", "clean"),
+    ("stack_blocks", "randomized"),
+]
 
 
 def _manifests(seed: int = 0):
@@ -39,13 +43,21 @@ def test_summary_csv_and_plot(scheduler, tmp_path):
     client.submit(_manifests(), "synthetic", batch_size=3, submission_id="base", checkpoint="ckpt-a")
     _drain(client, "base", "ckpt-a", lambda i: i % 2 == 0)
     env = {"EVALFLEET_SCHEDULER": scheduler.address}
-    run = cli("summary", "base", "--csv", str(tmp_path / "out" / "results.csv"), "--plot",
-              str(tmp_path / "out" / "success.png"), env=env)
+    run = cli(
+        "summary",
+        "base",
+        "--csv",
+        str(tmp_path / "out" / "results.csv"),
+        "--plot",
+        str(tmp_path / "out" / "success.png"),
+        env=env,
+    )
     assert run.returncode == 0, run.stderr
     with (tmp_path / "out" / "results.csv").open() as f:
         rows = list(csv.DictReader(f))
     assert [(r["task"], r["setting"], r["completed"], r["succeeded"], r["success_rate"]) for r in rows] == [
-        (task, setting, "6", "3", "0.500000") for task, setting in CELLS]
+        (task, setting, "6", "3", "0.500000") for task, setting in CELLS
+    ]
     png = (tmp_path / "out" / "success.png").read_bytes()
     assert png.startswith(PNG_MAGIC) and len(png) > 10_000
 
@@ -75,7 +87,8 @@ def test_compare_same_manifests_refuses_incomplete_unless_asked_and_marks_it(sch
     assert plot.read_bytes().startswith(PNG_MAGIC)
     data = json.loads(cli("compare", "ckA", "ckB", "--json", env=env).stdout)
     assert [(r["task"], r["setting"], r["a"]["success_rate"], r["b"]["success_rate"]) for r in data["rows"]] == [
-        (task, setting, 0.5, 1.0) for task, setting in CELLS]
+        (task, setting, 0.5, 1.0) for task, setting in CELLS
+    ]
 
 
 def test_compare_refuses_different_manifests_and_unknown_submissions(scheduler):

@@ -6,13 +6,13 @@ import json
 
 import grpc
 import pytest
+from procs import cli, db_fingerprint
 
+from benchmarks.synthetic.manifest import build_synthetic
+from evalfleet.scheduler_api.limits import MESSAGE_LIMIT
 from evalfleet.v1 import scheduler_pb2 as pb
 from evalfleet.v1 import scheduler_pb2_grpc as pb_grpc
 from manifests.format import canonical_bytes
-from manifests.synthetic import build_synthetic
-from procs import cli, db_fingerprint
-from scheduler.limits import MESSAGE_LIMIT
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -38,9 +38,14 @@ def _lease_ref(lease: pb.Lease) -> pb.LeaseRef:
 def bad_requests(manifest, lease):
     """(rpc, request, expected code, text the message must contain)."""
     manifest_json = json.loads(manifest.body)
-    submit = dict(submission_id="new", manifest_hashes=[manifest.hash], route="synthetic", batch_size=5, max_attempts=3)
+    submit = {
+        "submission_id": "new",
+        "manifest_hashes": [manifest.hash],
+        "route": "synthetic",
+        "batch_size": 5,
+        "max_attempts": 3,
+    }
     ref = _lease_ref(lease)
-    result = pb.EpisodeResult(episode_index=lease.episodes[1], success=True)
     return [
         ("PutManifest", pb.PutManifestRequest(body=b""), CODE.INVALID_ARGUMENT, "body"),
         ("PutManifest", pb.PutManifestRequest(body=b"{not json"), CODE.INVALID_ARGUMENT, "body.manifest"),
@@ -62,10 +67,20 @@ def bad_requests(manifest, lease):
             CODE.INVALID_ARGUMENT,
             "expected_hash",
         ),
-        ("PutManifest", pb.PutManifestRequest(body=manifest.body, expected_hash="xyz"), CODE.INVALID_ARGUMENT, "expected_hash"),
+        (
+            "PutManifest",
+            pb.PutManifestRequest(body=manifest.body, expected_hash="xyz"),
+            CODE.INVALID_ARGUMENT,
+            "expected_hash",
+        ),
         ("GetManifest", pb.GetManifestRequest(hash=UNKNOWN_HASH), CODE.NOT_FOUND, "hash"),
         ("GetManifest", pb.GetManifestRequest(hash="../etc"), CODE.INVALID_ARGUMENT, "hash"),
-        ("Submit", pb.SubmitRequest(**{**submit, "manifest_hashes": [UNKNOWN_HASH]}), CODE.NOT_FOUND, "manifest_hashes[0]"),
+        (
+            "Submit",
+            pb.SubmitRequest(**{**submit, "manifest_hashes": [UNKNOWN_HASH]}),
+            CODE.NOT_FOUND,
+            "manifest_hashes[0]",
+        ),
         ("Submit", pb.SubmitRequest(**{**submit, "manifest_hashes": []}), CODE.INVALID_ARGUMENT, "manifest_hashes"),
         ("Submit", pb.SubmitRequest(**{**submit, "batch_size": 0}), CODE.INVALID_ARGUMENT, "batch_size"),
         ("Submit", pb.SubmitRequest(**{**submit, "max_attempts": 0}), CODE.INVALID_ARGUMENT, "max_attempts"),
@@ -74,12 +89,27 @@ def bad_requests(manifest, lease):
         ("Submit", pb.SubmitRequest(**{**submit, "priority": 10**7}), CODE.INVALID_ARGUMENT, "priority"),
         ("Submit", pb.SubmitRequest(**{**submit, "submission_id": "a b"}), CODE.INVALID_ARGUMENT, "submission_id"),
         ("Submit", pb.SubmitRequest(**{**submit, "labels_json": "[1]"}), CODE.INVALID_ARGUMENT, "labels_json"),
-        ("Submit", pb.SubmitRequest(**{**submit, "submission_id": "good", "batch_size": 2}), CODE.ALREADY_EXISTS, "batch_size"),
+        (
+            "Submit",
+            pb.SubmitRequest(**{**submit, "submission_id": "good", "batch_size": 2}),
+            CODE.ALREADY_EXISTS,
+            "batch_size",
+        ),
         ("Claim", pb.ClaimRequest(worker_id="w2", routes=[]), CODE.INVALID_ARGUMENT, "routes"),
         ("Claim", pb.ClaimRequest(worker_id="w2", routes=[""]), CODE.INVALID_ARGUMENT, "routes[0]"),
         ("Claim", pb.ClaimRequest(worker_id="", routes=["synthetic"]), CODE.INVALID_ARGUMENT, "worker_id"),
-        ("Heartbeat", pb.HeartbeatRequest(lease=pb.LeaseRef(task_id=lease.task_id)), CODE.INVALID_ARGUMENT, "lease.fencing_token"),
-        ("Heartbeat", pb.HeartbeatRequest(lease=pb.LeaseRef(task_id="nope", fencing_token=1)), CODE.NOT_FOUND, "lease.task_id"),
+        (
+            "Heartbeat",
+            pb.HeartbeatRequest(lease=pb.LeaseRef(task_id=lease.task_id)),
+            CODE.INVALID_ARGUMENT,
+            "lease.fencing_token",
+        ),
+        (
+            "Heartbeat",
+            pb.HeartbeatRequest(lease=pb.LeaseRef(task_id="nope", fencing_token=1)),
+            CODE.NOT_FOUND,
+            "lease.task_id",
+        ),
         (
             "Heartbeat",
             pb.HeartbeatRequest(lease=pb.LeaseRef(task_id=lease.task_id, fencing_token=lease.fencing_token + 1)),
@@ -120,10 +150,25 @@ def bad_requests(manifest, lease):
         ("GetSummary", pb.GetSummaryRequest(submission_id="unknown"), CODE.NOT_FOUND, "submission_id"),
         ("GetSummary", pb.GetSummaryRequest(submission_id=""), CODE.INVALID_ARGUMENT, "submission_id"),
         ("ListTasks", pb.ListTasksRequest(limit=10**6), CODE.INVALID_ARGUMENT, "limit"),
-        ("ListTasks", pb.ListTasksRequest(selector=pb.TaskSelector(states=[42])), CODE.INVALID_ARGUMENT, "selector.states"),
+        (
+            "ListTasks",
+            pb.ListTasksRequest(selector=pb.TaskSelector(states=[42])),
+            CODE.INVALID_ARGUMENT,
+            "selector.states",
+        ),
         ("Cancel", pb.CancelRequest(), CODE.INVALID_ARGUMENT, "selector"),
-        ("Cancel", pb.CancelRequest(selector=pb.TaskSelector(submission_id="unknown")), CODE.NOT_FOUND, "selector.submission_id"),
-        ("Requeue", pb.RequeueRequest(selector=pb.TaskSelector(task_ids=["good-00000", "nope"])), CODE.NOT_FOUND, "nope"),
+        (
+            "Cancel",
+            pb.CancelRequest(selector=pb.TaskSelector(submission_id="unknown")),
+            CODE.NOT_FOUND,
+            "selector.submission_id",
+        ),
+        (
+            "Requeue",
+            pb.RequeueRequest(selector=pb.TaskSelector(task_ids=["good-00000", "nope"])),
+            CODE.NOT_FOUND,
+            "nope",
+        ),
         (
             "SetPriority",
             pb.SetPriorityRequest(selector=pb.TaskSelector(submission_id="good"), priority=-5),
@@ -131,11 +176,26 @@ def bad_requests(manifest, lease):
             "priority",
         ),
         ("RegisterWorker", pb.RegisterWorkerRequest(worker_id="w 1"), CODE.INVALID_ARGUMENT, "worker_id"),
-        ("RegisterWorker", pb.RegisterWorkerRequest(worker_id="w1", versions_json="3"), CODE.INVALID_ARGUMENT, "versions_json"),
+        (
+            "RegisterWorker",
+            pb.RegisterWorkerRequest(worker_id="w1", versions_json="3"),
+            CODE.INVALID_ARGUMENT,
+            "versions_json",
+        ),
         # Found by tests/test_fuzz_scheduler.py: nesting past the JSON decoder's stack was UNKNOWN.
-        ("RegisterWorker", pb.RegisterWorkerRequest(worker_id="w1", versions_json="[" * 50_000), CODE.INVALID_ARGUMENT, "versions_json"),
+        (
+            "RegisterWorker",
+            pb.RegisterWorkerRequest(worker_id="w1", versions_json="[" * 50_000),
+            CODE.INVALID_ARGUMENT,
+            "versions_json",
+        ),
         ("PutManifest", pb.PutManifestRequest(body=b"[" * 50_000), CODE.INVALID_ARGUMENT, "body.manifest"),
-        ("Submit", pb.SubmitRequest(**{**submit, "labels_json": '{"n": 1' + "0" * 5_000 + "}"}), CODE.INVALID_ARGUMENT, "labels_json"),
+        (
+            "Submit",
+            pb.SubmitRequest(**{**submit, "labels_json": '{"n": 1' + "0" * 5_000 + "}"}),
+            CODE.INVALID_ARGUMENT,
+            "labels_json",
+        ),
     ]
 
 
@@ -150,7 +210,9 @@ def test_bad_requests_get_precise_errors_and_change_nothing(seeded):
                 getattr(stub, method)(request, timeout=10)
             error = caught.value
             if error.code() != code or text not in error.details():
-                failures.append(f"{method}: {error.code().name} {error.details()!r}; wanted {code.name} naming {text!r}")
+                failures.append(
+                    f"{method}: {error.code().name} {error.details()!r}; wanted {code.name} naming {text!r}"
+                )
         assert not failures, "\n".join(failures)
     assert db_fingerprint(scheduler.db) == before
 

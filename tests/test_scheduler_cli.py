@@ -7,7 +7,6 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from procs import cli
 
 pytestmark = pytest.mark.timeout(120)
@@ -18,17 +17,36 @@ def test_cli_submit_status_summary_operate(scheduler, tmp_path):
     paths = []
     for task in ("pick", "place"):
         path = tmp_path / f"{task}.json"
-        assert cli("manifest", "build", "synthetic", "--episodes", "6", "--task", task, "--out", str(path)).returncode == 0
+        assert (
+            cli("manifest", "build", "synthetic", "--episodes", "6", "--task", task, "--out", str(path)).returncode == 0
+        )
         paths.append(str(path))
 
-    run = cli("submit", "--manifest", *paths, "--route", "synthetic", "--batch-size", "4",
-              "--submission-id", "cli1", "--label", "who=test", env=env)
+    run = cli(
+        "submit",
+        "--manifest",
+        *paths,
+        "--route",
+        "synthetic",
+        "--batch-size",
+        "4",
+        "--submission-id",
+        "cli1",
+        "--label",
+        "who=test",
+        env=env,
+    )
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip() == "cli1"
 
     status = json.loads(cli("status", "cli1", "--json", env=env).stdout)
     assert {k: status[k] for k in ("pending", "leased", "succeeded", "failed", "cancelled", "total")} == {
-        "pending": 4, "leased": 0, "succeeded": 0, "failed": 0, "cancelled": 0, "total": 4,
+        "pending": 4,
+        "leased": 0,
+        "succeeded": 0,
+        "failed": 0,
+        "cancelled": 0,
+        "total": 4,
     }
     assert status["episodes_planned"] == 12
 
@@ -42,7 +60,8 @@ def test_cli_submit_status_summary_operate(scheduler, tmp_path):
     assert (summary["episodes_planned"], summary["episodes_completed"], summary["episodes_succeeded"]) == (12, 4, 4)
     assert summary["complete"] is False
     assert [(m["task"], m["episodes_planned"], m["episodes_completed"]) for m in summary["manifests"]] == [
-        ("pick", 6, 4), ("place", 6, 0),
+        ("pick", 6, 4),
+        ("place", 6, 0),
     ]
     human = cli("summary", "cli1", "--out", str(tmp_path / "RESULTS.json"), env=env).stdout
     assert "INCOMPLETE" in human and "pick" in human and "place" in human
@@ -71,8 +90,21 @@ def test_cli_builds_and_imports_benchmark_manifests(tmp_path):
     """`manifest build robotwin` and `manifest import robotwin-subset` through the RoboTwin double."""
     double = Path(__file__).parent / "doubles"
     out = tmp_path / "manifests"
-    run = cli("manifest", "build", "robotwin", "--out", str(out), "--robotwin-root", str(double / "robotwin_root"),
-              "--tasks", "all", "--episodes", "2", "--settings", "clean-seen")
+    run = cli(
+        "manifest",
+        "build",
+        "robotwin",
+        "--out",
+        str(out),
+        "--robotwin-root",
+        str(double / "robotwin_root"),
+        "--tasks",
+        "all",
+        "--episodes",
+        "2",
+        "--settings",
+        "clean-seen",
+    )
     assert run.returncode == 0, run.stderr
     built = sorted(out.glob("*.json"))
     assert built and len(built) == len(run.stdout.splitlines())
@@ -84,6 +116,14 @@ def test_cli_builds_and_imports_benchmark_manifests(tmp_path):
     run = cli("manifest", "build", "robotwin", "--out", str(out), "--robotwin-root", str(moved), "--tasks", "all")
     assert run.returncode == 2 and "c3ddfa8" in run.stderr and "Traceback" not in run.stderr
 
-    run = cli("manifest", "import", "robotwin-subset", "--root", str(double / "robotwin_subset"), "--out", str(tmp_path / "subset"))
+    run = cli(
+        "manifest",
+        "import",
+        "robotwin-subset",
+        "--root",
+        str(double / "robotwin_subset"),
+        "--out",
+        str(tmp_path / "subset"),
+    )
     assert run.returncode == 0, run.stderr
     assert len(list((tmp_path / "subset").glob("*.json"))) == len(run.stdout.splitlines()) > 0

@@ -5,13 +5,14 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
-from typing import Callable, TypeVar
+from collections.abc import Callable
+from typing import TypeVar
 
 import pytest
 
-from manifests.synthetic import build_synthetic
-from scheduler.client import SchedulerClient
-from scheduler.errors import StaleLease, Unavailable
+from benchmarks.synthetic.manifest import build_synthetic
+from evalfleet.scheduler_api.client import SchedulerClient
+from evalfleet.scheduler_api.errors import StaleLease, Unavailable
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
@@ -52,10 +53,14 @@ class Storm:
                     continue
                 try:
                     for index in lease.episodes:
-                        self._retry(lambda: client.report_episode(lease, index, index % 3 == 0, steps=index))
+                        self._retry(
+                            lambda lease=lease, index=index: client.report_episode(
+                                lease, index, index % 3 == 0, steps=index
+                            )
+                        )
                         with self.lock:
                             self.acked_reports.add((lease.task_id, index))
-                    self._retry(lambda: client.complete(lease))
+                    self._retry(lambda lease=lease: client.complete(lease))
                     with self.lock:
                         self.acked_completes.add(lease.task_id)
                         self.lock.notify_all()

@@ -9,9 +9,9 @@ from collections import Counter
 
 import pytest
 
-from manifests.synthetic import build_synthetic
-from scheduler.client import SchedulerClient, claim_request, episode_result, selector
-from scheduler.errors import Conflict, InvalidArgument, PreconditionFailed, StaleLease
+from benchmarks.synthetic.manifest import build_synthetic
+from evalfleet.scheduler_api.client import SchedulerClient, claim_request, episode_result, selector
+from evalfleet.scheduler_api.errors import Conflict, InvalidArgument, PreconditionFailed, StaleLease
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -49,7 +49,12 @@ def test_full_lifecycle(scheduler):
     beat = client.heartbeat(lease, "w1")
     assert not beat.cancelled and beat.deadline >= lease.deadline
     (worker,) = client.workers()
-    assert (worker.worker_id, worker.state, worker.current_task, worker.gpu_uuid) == ("w1", "active", "life-00000", "GPU-1")
+    assert (worker.worker_id, worker.state, worker.current_task, worker.gpu_uuid) == (
+        "w1",
+        "active",
+        "life-00000",
+        "GPU-1",
+    )
 
     for index in lease.episodes:
         assert client.report_episode(lease, index, index % 2 == 0, steps=7, wall_seconds=1.5) is False

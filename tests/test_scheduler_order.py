@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 
 import pytest
+from procs import cli
 
+from benchmarks.synthetic.manifest import build_synthetic
 from manifests.expected import expected_seconds, longest_first, mean_episode_seconds
 from manifests.format import build, write
-from manifests.synthetic import build_synthetic
-from procs import cli
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -50,8 +50,19 @@ def test_cli_submit_claims_longest_first_by_default(scheduler, tmp_path):
         paths.append(str(path))
 
     for submission, extra in (("ordered", ()), ("given", ("--order", "given"))):
-        run = cli("submit", "--manifest", *paths, "--route", "synthetic", "--batch-size", "2",
-                  "--submission-id", submission, *extra, env=env)
+        run = cli(
+            "submit",
+            "--manifest",
+            *paths,
+            "--route",
+            "synthetic",
+            "--batch-size",
+            "2",
+            "--submission-id",
+            submission,
+            *extra,
+            env=env,
+        )
         assert run.returncode == 0, run.stderr
         tasks = json.loads(cli("tasks", "--submission", submission, "--json", env=env).stdout)["tasks"]
         assert len(tasks) == 6
@@ -63,8 +74,10 @@ def test_cli_submit_claims_longest_first_by_default(scheduler, tmp_path):
         for index in lease.episodes:
             client.report_episode(lease, index, True)
         client.complete(lease)
-    hashes = {build_synthetic(4, seed=2, mean_seconds=m, task=t).hash: t
-              for t, m in (("quick", 1.0), ("slow", 30.0), ("medium", 5.0))}
+    hashes = {
+        build_synthetic(4, seed=2, mean_seconds=m, task=t).hash: t
+        for t, m in (("quick", 1.0), ("slow", 30.0), ("medium", 5.0))
+    }
     order = [(task_id.rsplit("-", 1)[0], hashes[h]) for task_id, h in claimed]
     assert order == [("ordered", t) for t in ("slow", "slow", "medium", "medium", "quick", "quick")] + [
         ("given", t) for t in ("quick", "quick", "slow", "slow", "medium", "medium")

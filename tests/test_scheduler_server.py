@@ -11,11 +11,11 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha.proto_reflection_descriptor_database import ProtoReflectionDescriptorDatabase
-
-from manifests.synthetic import build_synthetic
 from procs import ServiceProcess, cli, scheduler_argv
-from scheduler.client import SchedulerClient
-from scheduler.errors import Unauthenticated
+
+from benchmarks.synthetic.manifest import build_synthetic
+from evalfleet.scheduler_api.client import SchedulerClient
+from evalfleet.scheduler_api.errors import Unauthenticated
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -38,10 +38,19 @@ def test_grpcurl_diagnostics(scheduler):
     """What an operator types: list services through reflection, then call one."""
     client = scheduler.client()
     client.submit([build_synthetic(3, seed=1)], "synthetic", submission_id="curl")
-    listed = subprocess.run([GRPCURL, "-plaintext", scheduler.address, "list"], capture_output=True, text=True, timeout=30)
+    listed = subprocess.run(
+        [GRPCURL, "-plaintext", scheduler.address, "list"], capture_output=True, text=True, timeout=30
+    )
     assert "evalfleet.v1.Scheduler" in listed.stdout.split(), listed.stderr
     called = subprocess.run(
-        [GRPCURL, "-plaintext", "-d", '{"submission_id": "curl"}', scheduler.address, "evalfleet.v1.Scheduler/GetStatus"],
+        [
+            GRPCURL,
+            "-plaintext",
+            "-d",
+            '{"submission_id": "curl"}',
+            scheduler.address,
+            "evalfleet.v1.Scheduler/GetStatus",
+        ],
         capture_output=True,
         text=True,
         timeout=30,
@@ -75,8 +84,24 @@ def test_binding_beyond_loopback_needs_a_token(tmp_path):
 def test_tls(tmp_path):
     key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
     subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
-         "-days", "1", "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost"],
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+            "-days",
+            "1",
+            "-subj",
+            "/CN=localhost",
+            "-addext",
+            "subjectAltName=DNS:localhost",
+        ],
         check=True,
         capture_output=True,
     )

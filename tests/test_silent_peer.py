@@ -4,14 +4,14 @@ to both clients, so callers retry it as an outage instead of failing on an unkno
 from __future__ import annotations
 
 import socket
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 
-from inference_server.client import PolicyClient
-from inference_server.errors import PolicyUnavailable
-from scheduler.client import SchedulerClient
-from scheduler.errors import Unavailable
+from evalfleet.policy_api.client import PolicyClient
+from evalfleet.policy_api.errors import PolicyUnavailable
+from evalfleet.scheduler_api.client import SchedulerClient
+from evalfleet.scheduler_api.errors import Unavailable
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 
 import pytest
-
-from manifests.synthetic import build_synthetic
 from procs import cli
-from scheduler.client import selector
-from scheduler.errors import InvalidArgument, NotFound
-from scheduler.limits import MAX_TEXT_BYTES
+
+from benchmarks.synthetic.manifest import build_synthetic
+from evalfleet.scheduler_api.client import selector
+from evalfleet.scheduler_api.errors import InvalidArgument, NotFound
+from evalfleet.scheduler_api.limits import MAX_TEXT_BYTES
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -42,7 +42,9 @@ def test_every_attempt_is_kept_with_its_worker_outcome_and_error(scheduler):
     ]
     assert all(a.ended_at >= a.started_at > 0 for a in detail.attempts)
     assert [(e.result.episode_index, e.result.success, e.fencing_token, e.worker_id) for e in detail.episodes] == [
-        (0, True, 1, "w1"), (1, False, 4, "w1"), (2, True, 4, "w1"),
+        (0, True, 1, "w1"),
+        (1, False, 4, "w1"),
+        (2, True, 4, "w1"),
     ]
 
     env = {"EVALFLEET_SCHEDULER": scheduler.address}

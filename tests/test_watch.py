@@ -13,10 +13,10 @@ import time
 from typing import IO
 
 import pytest
-
-from manifests.synthetic import build_synthetic
 from procs import cli
-from scheduler.client import SchedulerClient
+
+from benchmarks.synthetic.manifest import build_synthetic
+from evalfleet.scheduler_api.client import SchedulerClient
 
 pytestmark = pytest.mark.timeout(120)
 WAIT_S = 30.0
@@ -29,7 +29,7 @@ def _finish(client: SchedulerClient) -> None:
     client.complete(lease)
 
 
-def _lines(stream: IO[str]) -> "queue.Queue[str | None]":
+def _lines(stream: IO[str]) -> queue.Queue[str | None]:
     lines: queue.Queue[str | None] = queue.Queue()
 
     def pump() -> None:
@@ -41,7 +41,7 @@ def _lines(stream: IO[str]) -> "queue.Queue[str | None]":
     return lines
 
 
-def _next_matching(lines: "queue.Queue[str | None]", pattern: str, seen: list[str]) -> str:
+def _next_matching(lines: queue.Queue[str | None], pattern: str, seen: list[str]) -> str:
     deadline = time.monotonic() + WAIT_S
     while True:
         text = lines.get(timeout=max(0.01, deadline - time.monotonic()))
@@ -55,18 +55,34 @@ def test_piped_watch_prints_a_line_per_change_and_exits_when_done(scheduler):
     client = scheduler.client()
     client.submit([build_synthetic(6, seed=1)], "synthetic", batch_size=2, submission_id="wat")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "scheduler.cli", "status", "wat", "--watch", "--interval", "0.1",
-         "--server", scheduler.address],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "scheduler.cli",
+            "status",
+            "wat",
+            "--watch",
+            "--interval",
+            "0.1",
+            "--server",
+            scheduler.address,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         lines, seen = _lines(proc.stdout), []
         _next_matching(lines, r" wat 0/6 episodes .* tasks 3 pending 0 leased", seen)
         _finish(client)
-        _next_matching(lines, r" wat 2/6 episodes \(33.3%\) success 50.0% .* tasks 2 pending 0 leased 1 succeeded", seen)
+        _next_matching(
+            lines, r" wat 2/6 episodes \(33.3%\) success 50.0% .* tasks 2 pending 0 leased 1 succeeded", seen
+        )
         _finish(client)
         _finish(client)
-        last = _next_matching(lines, r" wat 6/6 episodes \(100.0%\) .* ETA done tasks 0 pending 0 leased 3 succeeded", seen)
+        last = _next_matching(
+            lines, r" wat 6/6 episodes \(100.0%\) .* ETA done tasks 0 pending 0 leased 3 succeeded", seen
+        )
         _next_matching(lines, r"no task pending or leased", seen)
         assert proc.wait(WAIT_S) == 0
     finally:
@@ -78,14 +94,29 @@ def test_piped_watch_prints_a_line_per_change_and_exits_when_done(scheduler):
 
 def test_terminal_watch_draws_bars_per_submission_and_task(scheduler):
     client = scheduler.client()
-    manifests = [build_synthetic(2, seed=1, task="open_drawer", setting="clean"),
-                 build_synthetic(2, seed=2, task="open_drawer", setting="randomized")]
+    manifests = [
+        build_synthetic(2, seed=1, task="open_drawer", setting="clean"),
+        build_synthetic(2, seed=2, task="open_drawer", setting="randomized"),
+    ]
     client.submit(manifests, "synthetic", batch_size=2, submission_id="tty")
     controller, terminal = pty.openpty()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "scheduler.cli", "status", "tty", "--watch", "--interval", "0.1",
-         "--server", scheduler.address],
-        stdin=terminal, stdout=terminal, stderr=terminal, env={**os.environ, "COLUMNS": "120", "TERM": "xterm"},
+        [
+            sys.executable,
+            "-m",
+            "scheduler.cli",
+            "status",
+            "tty",
+            "--watch",
+            "--interval",
+            "0.1",
+            "--server",
+            scheduler.address,
+        ],
+        stdin=terminal,
+        stdout=terminal,
+        stderr=terminal,
+        env={**os.environ, "COLUMNS": "120", "TERM": "xterm"},
     )
     os.close(terminal)
     output = bytearray()
@@ -115,7 +146,7 @@ def test_terminal_watch_draws_bars_per_submission_and_task(scheduler):
         _finish(client)
         _finish(client)
         assert proc.wait(WAIT_S) == 0
-        while (data := chunks.get(timeout=WAIT_S)):
+        while data := chunks.get(timeout=WAIT_S):
             output.extend(data)
     finally:
         proc.kill()

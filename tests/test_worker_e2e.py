@@ -11,15 +11,15 @@ import sys
 from pathlib import Path
 
 import pytest
+from procs import WORKER_LINE, ServiceProcess, cli, free_port, policy_steps_logged, wait_until, worker_argv
 
+from benchmarks.synthetic.adapter import SyntheticBenchmark
+from benchmarks.synthetic.manifest import build_synthetic
+from evalfleet.policy_api.client import PolicyClient
+from evalfleet.scheduler_api.client import SchedulerClient, selector
 from evalfleet.v1 import scheduler_pb2 as pb
 from inference_server.checkpoint import seal
-from inference_server.client import PolicyClient
 from manifests.format import build, write
-from manifests.synthetic import build_synthetic
-from procs import WORKER_LINE, ServiceProcess, cli, free_port, policy_steps_logged, wait_until, worker_argv
-from renderer_worker.benchmarks.synthetic import SyntheticBenchmark
-from scheduler.client import SchedulerClient, selector
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -49,9 +49,21 @@ def test_workers_killed_and_added_midway_every_episode_exactly_once(scheduler, s
     client = scheduler.client()
     policy = start_policy("syn")
     manifest = build_synthetic(300, seed=11, mean_seconds=1.0)
-    run = cli("submit", "--server", scheduler.address, "--route", "synthetic", "--batch-size", "5",
-              "--policy-server", policy.address, "--submission-id", "chaos", "--manifest",
-              str(write(manifest, scheduler.db.parent)))
+    run = cli(
+        "submit",
+        "--server",
+        scheduler.address,
+        "--route",
+        "synthetic",
+        "--batch-size",
+        "5",
+        "--policy-server",
+        policy.address,
+        "--submission-id",
+        "chaos",
+        "--manifest",
+        str(write(manifest, scheduler.db.parent)),
+    )
     assert run.returncode == 0, run.stderr
     options = ("--concurrency", "2", "--adapter-option", "synthetic.time_scale=0.1")
     doomed = start_worker(scheduler.address, [policy.address], *options, worker_id="doomed")
@@ -81,7 +93,9 @@ def test_sigterm_hands_the_task_back_without_spending_an_attempt(scheduler, star
     client = scheduler.client()
     policy = start_policy("syn")
     identity = _digest(policy.address)
-    client.submit([build_synthetic(2, seed=3, mean_seconds=60.0)], "synthetic", submission_id="term", checkpoint=identity)
+    client.submit(
+        [build_synthetic(2, seed=3, mean_seconds=60.0)], "synthetic", submission_id="term", checkpoint=identity
+    )
     worker = start_worker(scheduler.address, [policy.address], "--grace-seconds", "0", worker_id="leaving")
     wait_until(lambda: leased_by(client, "leaving"), 60, "task leased")
     worker.proc.send_signal(signal.SIGTERM)
@@ -91,7 +105,9 @@ def test_sigterm_hands_the_task_back_without_spending_an_attempt(scheduler, star
     assert _rows(scheduler.db, "SELECT outcome FROM attempts") == [("released",)]
 
 
-def test_inference_server_restart_mid_episode_is_an_infrastructure_retry(scheduler, start_policy, start_worker, tmp_path):
+def test_inference_server_restart_mid_episode_is_an_infrastructure_retry(
+    scheduler, start_policy, start_worker, tmp_path
+):
     client = scheduler.client()
     policy = start_policy("syn")
     manifest = build_synthetic(2, seed=5, mean_seconds=4.0, sigma=0.01)
@@ -136,8 +152,12 @@ def test_a_result_the_scheduler_refuses_fails_its_task_not_the_worker(scheduler,
 def test_worker_serving_another_identity_claims_nothing(scheduler, start_policy, start_worker):
     client = scheduler.client()
     right, wrong = start_policy("syn"), start_policy("other")
-    client.submit([build_synthetic(2, seed=1, mean_seconds=0.1)], "synthetic", submission_id="ident",
-                  checkpoint=_digest(right.address))
+    client.submit(
+        [build_synthetic(2, seed=1, mean_seconds=0.1)],
+        "synthetic",
+        submission_id="ident",
+        checkpoint=_digest(right.address),
+    )
     start_worker(scheduler.address, [wrong.address], worker_id="mismatched")
     seen = wait_until(lambda: _last_seen(client, "mismatched"), 60, "worker registered")
     wait_until(lambda: _last_seen(client, "mismatched") > seen + 0.5, 60, "worker polled again")
@@ -151,7 +171,9 @@ def test_worker_serving_another_identity_claims_nothing(scheduler, start_policy,
 def test_unknown_gpu_uuid_is_refused():
     run = subprocess.run(
         [sys.executable, "-m", "renderer_worker.cli", "--policy", "127.0.0.1:1", "--gpu-uuid", "GPU-00000000-dead"],
-        capture_output=True, text=True, timeout=60,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert run.returncode == 2 and "GPU-00000000-dead is not on this machine" in run.stderr
 
@@ -179,8 +201,13 @@ def test_an_episode_past_its_timeout_is_killed_and_retried_until_the_budget_is_s
 ):
     client = scheduler.client()
     policy = start_policy("syn")
-    client.submit([build_synthetic(1, seed=7, mean_seconds=600.0)], "synthetic", max_attempts=2,
-                  submission_id="slow", checkpoint=_digest(policy.address))
+    client.submit(
+        [build_synthetic(1, seed=7, mean_seconds=600.0)],
+        "synthetic",
+        max_attempts=2,
+        submission_id="slow",
+        checkpoint=_digest(policy.address),
+    )
     worker = start_worker(scheduler.address, [policy.address], "--episode-timeout", "1")
 
     wait_until(lambda: client.status("slow").tasks.failed == 1, 120, "both attempts timed out")
@@ -195,9 +222,23 @@ def test_a_worker_the_scheduler_refuses_exits_2_saying_why(start_scheduler, tmp_
     (tmp_path / "wrong").write_text("wrong-token\n")
     scheduler = start_scheduler("--token-file", str(tmp_path / "right"))
     run = subprocess.run(
-        [sys.executable, "-m", "renderer_worker.cli", "--scheduler", scheduler.address, "--policy", "127.0.0.1:1",
-         "--cpu", "--token-file", str(tmp_path / "wrong"), "--output", str(tmp_path / "out")],
-        capture_output=True, text=True, timeout=60,
+        [
+            sys.executable,
+            "-m",
+            "renderer_worker.cli",
+            "--scheduler",
+            scheduler.address,
+            "--policy",
+            "127.0.0.1:1",
+            "--cpu",
+            "--token-file",
+            str(tmp_path / "wrong"),
+            "--output",
+            str(tmp_path / "out"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert run.returncode == 2, run.stderr
     assert "the scheduler refused this worker: UNAUTHENTICATED" in run.stderr and "Traceback" not in run.stderr
@@ -207,7 +248,8 @@ def test_a_worker_that_cannot_reach_the_scheduler_still_stops_on_sigterm(tmp_pat
     nobody = f"127.0.0.1:{free_port()}"
     worker = ServiceProcess(
         worker_argv(nobody, ["127.0.0.1:1"], "--cpu", "--grace-seconds", "1", "--output", str(tmp_path / "out")),
-        tmp_path / "worker.log", ready=WORKER_LINE,
+        tmp_path / "worker.log",
+        ready=WORKER_LINE,
     ).start()
     try:
         worker.wait_for_line(lambda line: "scheduler unreachable" in line, timeout=60)
@@ -256,29 +298,68 @@ def test_workers_run_robotwin_episodes_through_the_double(scheduler, start_polic
     """The RoboTwin adapter's real code path in the worker, up to the named RoboTwin double."""
     double = Path(__file__).parent / "doubles" / "robotwin_root"
     out = tmp_path / "manifests"
-    run = cli("manifest", "build", "robotwin", "--out", str(out), "--robotwin-root", str(double),
-              "--tasks", "adjust_bottle", "--episodes", "2", "--settings", "clean-seen", "randomized-unseen")
+    run = cli(
+        "manifest",
+        "build",
+        "robotwin",
+        "--out",
+        str(out),
+        "--robotwin-root",
+        str(double),
+        "--tasks",
+        "adjust_bottle",
+        "--episodes",
+        "2",
+        "--settings",
+        "clean-seen",
+        "randomized-unseen",
+    )
     assert run.returncode == 0, run.stderr
     root = tmp_path / "checkpoints"
     (root / "rt").mkdir(parents=True)
-    seal(root / "rt", "noop", {
-        "cameras": [{"name": name, "height": 240, "width": 320} for name in ("head_camera", "left_camera", "right_camera")],
-        "state": [{"name": "joint_action", "length": 14}],
-        "action_dim": 14,
-        "chunk_length": 10,
-    })
+    seal(
+        root / "rt",
+        "noop",
+        {
+            "cameras": [
+                {"name": name, "height": 240, "width": 320} for name in ("head_camera", "left_camera", "right_camera")
+            ],
+            "state": [{"name": "joint_action", "length": 14}],
+            "action_dim": 14,
+            "chunk_length": 10,
+        },
+    )
     policy = start_policy("rt", root=root)
-    run = cli("submit", "--server", scheduler.address, "--route", "robotwin", "--policy-server", policy.address,
-              "--submission-id", "rt", "--manifest", *map(str, sorted(out.glob("*.json"))))
+    run = cli(
+        "submit",
+        "--server",
+        scheduler.address,
+        "--route",
+        "robotwin",
+        "--policy-server",
+        policy.address,
+        "--submission-id",
+        "rt",
+        "--manifest",
+        *map(str, sorted(out.glob("*.json"))),
+    )
     assert run.returncode == 0, run.stderr
-    start_worker(scheduler.address, [policy.address], "--routes", "robotwin",
-                 "--adapter-option", f"robotwin.robotwin_root={json.dumps(str(double))}", worker_id="rtw")
+    start_worker(
+        scheduler.address,
+        [policy.address],
+        "--routes",
+        "robotwin",
+        "--adapter-option",
+        f"robotwin.robotwin_root={json.dumps(str(double))}",
+        worker_id="rtw",
+    )
 
     client = scheduler.client()
     wait_until(lambda: client.status("rt").tasks.succeeded == 2, 120, "both settings evaluated")
     summary = client.summary("rt")
     assert sorted((m.setting, m.episodes_completed) for m in summary.manifests) == [
-        ("clean-seen", 2), ("randomized-unseen", 2)
+        ("clean-seen", 2),
+        ("randomized-unseen", 2),
     ]
     steps = [row[0] for row in _rows(scheduler.db, "SELECT steps FROM episode_results")]
     assert len(steps) == 4 and all(s > 0 for s in steps)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from renderer_worker.benchmarks.base import Observation
+from benchmarks.base import Observation
 from renderer_worker.cli import parse_adapter_options
 from renderer_worker.episode import EpisodeJob, _checked_chunk, _for_policy
 from renderer_worker.failures import EpisodeFailure, FailureReason

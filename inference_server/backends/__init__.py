@@ -10,8 +10,9 @@ the network: only decoded arrays, the session's causal history and its episode m
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Protocol, Sequence
+from typing import Protocol
 
 import numpy as np
 
@@ -97,8 +98,7 @@ def resolve(name: str) -> BackendFactory:
     target = BUILTIN.get(name, name)
     module_name, sep, attr = target.partition(":")
     if not sep or not module_name or not attr:
-        raise BackendError(f"backend {name!r} is neither built-in ({', '.join(sorted(BUILTIN))}) "
-                           "nor module:factory")
+        raise BackendError(f"backend {name!r} is neither built-in ({', '.join(sorted(BUILTIN))}) nor module:factory")
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:

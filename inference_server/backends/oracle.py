@@ -23,8 +23,9 @@ Positions are meters in the robot base frame; an action unit moves the end effec
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -112,8 +113,7 @@ def move_command(eef: np.ndarray, desired: np.ndarray, gripper: float, gains: Ga
     return command
 
 
-def oracle_command(state: dict[str, np.ndarray], streak: int, stalled: bool, retry: bool,
-                   gains: Gains) -> np.ndarray:
+def oracle_command(state: dict[str, np.ndarray], streak: int, stalled: bool, retry: bool, gains: Gains) -> np.ndarray:
     """The next command for one session (see the module docstring for the phases)."""
     eef, target, goal = state["robot0_eef_pos"], state["target_pos"], state["goal_pos"]
     width = float(state["robot0_gripper_qpos"][0] - state["robot0_gripper_qpos"][1])
@@ -145,13 +145,13 @@ def oracle_command(state: dict[str, np.ndarray], streak: int, stalled: bool, ret
 def grasp_attempts(history: History) -> int:
     """How many times the session has closed the gripper and opened it again."""
     grippers = [command[6] for entry in history.entries for command in entry.executed]
-    return sum(1 for before, after in zip(grippers, grippers[1:]) if before > 0 >= after)
+    return sum(1 for before, after in zip(grippers, grippers[1:], strict=False) if before > 0 >= after)
 
 
 def descent_stalled(history: History, eef: np.ndarray, gains: Gains) -> bool:
     """Whether the last `stall_steps` commands pushed down with the gripper open and the fingers
     barely moved: they rest on a tall object's shoulder, the lowest grasp there is."""
-    recent = history.entries[-gains.stall_steps:]
+    recent = history.entries[-gains.stall_steps :]
     if len(recent) < gains.stall_steps:
         return False
     pushed_down = all(e.executed[-1][2] < -0.2 and e.executed[-1][6] < 0 for e in recent)
@@ -178,7 +178,7 @@ class OracleBackend(_Reference):
         self.gains = Gains.from_settings(self.settings)
 
     def act(self, observations: Sequence[Observation], histories: Sequence[History]) -> np.ndarray:
-        commands = [self.command(o, h) for o, h in zip(observations, histories)]
+        commands = [self.command(o, h) for o, h in zip(observations, histories, strict=True)]
         chunks = np.repeat(np.stack(commands)[:, None, :], self.chunk_length, axis=1)
         return chunks.astype(np.float32)
 

@@ -12,8 +12,9 @@ Their manifest settings declare the contract: `cameras`, `state`, `action_dim`, 
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -37,18 +38,24 @@ def _contract(checkpoint: Checkpoint) -> _Contract:
     settings: dict[str, Any] = checkpoint.settings
     try:
         return _Contract(
-            cameras=[policy_pb2.CameraSpec(name=c["name"], height=c["height"], width=c["width"],
-                                           channels=c.get("channels", 3),
-                                           dtype=c.get("dtype", "uint8"))
-                     for c in settings["cameras"]],
-            state=[policy_pb2.StateSpec(name=s["name"], length=s["length"])
-                   for s in settings["state"]],
+            cameras=[
+                policy_pb2.CameraSpec(
+                    name=c["name"],
+                    height=c["height"],
+                    width=c["width"],
+                    channels=c.get("channels", 3),
+                    dtype=c.get("dtype", "uint8"),
+                )
+                for c in settings["cameras"]
+            ],
+            state=[policy_pb2.StateSpec(name=s["name"], length=s["length"]) for s in settings["state"]],
             action_dim=int(settings["action_dim"]),
             chunk_length=int(settings["chunk_length"]),
         )
     except (KeyError, TypeError, ValueError) as exc:
-        raise CheckpointError(f"{checkpoint.root}: reference backend settings need cameras, state, "
-                              f"action_dim, chunk_length: {exc!r}") from exc
+        raise CheckpointError(
+            f"{checkpoint.root}: reference backend settings need cameras, state, action_dim, chunk_length: {exc!r}"
+        ) from exc
 
 
 class _Reference:
@@ -85,12 +92,10 @@ def deterministic_chunk(observation: Observation, chunk_length: int, action_dim:
 
 class DeterministicBackend(_Reference):
     def act(self, observations: Sequence[Observation], histories: Sequence[History]) -> np.ndarray:
-        return np.stack([deterministic_chunk(o, self.chunk_length, self.action_dim)
-                         for o in observations])
+        return np.stack([deterministic_chunk(o, self.chunk_length, self.action_dim) for o in observations])
 
 
-def echo_chunk(observation: Observation, history: History, chunk_length: int,
-               action_dim: int) -> np.ndarray:
+def echo_chunk(observation: Observation, history: History, chunk_length: int, action_dim: int) -> np.ndarray:
     """Row 0: [entries, executed commands in total, step]; row 1 + i: history entry i as
     [its step, commands executed, first state value, sum of the executed commands]."""
     chunk = np.zeros((chunk_length, action_dim), dtype=np.float32)
@@ -98,15 +103,15 @@ def echo_chunk(observation: Observation, history: History, chunk_length: int,
     chunk[0, :3] = (len(history.entries), total, observation.step)[:action_dim]
     for row, entry in enumerate(history.entries[: chunk_length - 1], start=1):
         first_state = next(iter(entry.state.values()))[0] if entry.state else 0.0
-        chunk[row, :4] = (entry.step, len(entry.executed), first_state,
-                          float(entry.executed.sum()))[:action_dim]
+        chunk[row, :4] = (entry.step, len(entry.executed), first_state, float(entry.executed.sum()))[:action_dim]
     return chunk
 
 
 class HistoryEchoBackend(_Reference):
     def act(self, observations: Sequence[Observation], histories: Sequence[History]) -> np.ndarray:
-        return np.stack([echo_chunk(o, h, self.chunk_length, self.action_dim)
-                         for o, h in zip(observations, histories)])
+        return np.stack(
+            [echo_chunk(o, h, self.chunk_length, self.action_dim) for o, h in zip(observations, histories, strict=True)]
+        )
 
 
 class FlatCostBackend(_Reference):

@@ -20,10 +20,11 @@ from __future__ import annotations
 
 import importlib.util
 import json
+from collections.abc import Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -36,8 +37,7 @@ from transformers import AutoConfig, AutoModel, PreTrainedConfig
 
 from evalfleet.v1 import policy_pb2
 from inference_server.backends import History, Observation, RuntimeOptions
-from inference_server.checkpoint import (CONFIG_NAME, INDEX_NAME, NORMALIZATION_NAME, Checkpoint,
-                                         CheckpointError, seal)
+from inference_server.checkpoint import CONFIG_NAME, INDEX_NAME, NORMALIZATION_NAME, Checkpoint, CheckpointError, seal
 
 TOKENIZER_NAME = "tokenizer.json"
 # Qwen-VL image preprocessing statistics (the processor's image_mean / image_std).
@@ -67,10 +67,16 @@ class VLAConfig:
     def from_dict(cls, raw: dict[str, Any]) -> VLAConfig:
         return cls(
             backbone=dict(raw["backbone"]),
-            cameras=[policy_pb2.CameraSpec(name=c["name"], height=c["height"], width=c["width"],
-                                           channels=c.get("channels", 3),
-                                           dtype=c.get("dtype", "uint8"))
-                     for c in raw["cameras"]],
+            cameras=[
+                policy_pb2.CameraSpec(
+                    name=c["name"],
+                    height=c["height"],
+                    width=c["width"],
+                    channels=c.get("channels", 3),
+                    dtype=c.get("dtype", "uint8"),
+                )
+                for c in raw["cameras"]
+            ],
             state=[policy_pb2.StateSpec(name=s["name"], length=s["length"]) for s in raw["state"]],
             action_dim=int(raw["action_dim"]),
             chunk_length=int(raw["chunk_length"]),
@@ -103,16 +109,28 @@ class VLAPolicy(nn.Module):
         hidden = self.backbone.config.text_config.hidden_size
         history_dim = config.history_length * (config.state_dim + config.action_dim + 1)
         self.action_head = nn.Sequential(
-            nn.Linear(hidden + config.state_dim + history_dim, config.head_hidden), nn.GELU(),
-            nn.Linear(config.head_hidden, config.chunk_length * config.action_dim))
+            nn.Linear(hidden + config.state_dim + history_dim, config.head_hidden),
+            nn.GELU(),
+            nn.Linear(config.head_hidden, config.chunk_length * config.action_dim),
+        )
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                pixel_values: torch.Tensor, image_grid_thw: torch.Tensor,
-                state: torch.Tensor, history: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        pixel_values: torch.Tensor,
+        image_grid_thw: torch.Tensor,
+        state: torch.Tensor,
+        history: torch.Tensor,
+    ) -> torch.Tensor:
         image_token = self.backbone.config.image_token_id
-        hidden = self.backbone(input_ids=input_ids, attention_mask=attention_mask,
-                               pixel_values=pixel_values, image_grid_thw=image_grid_thw,
-                               mm_token_type_ids=(input_ids == image_token).int()).last_hidden_state
+        hidden = self.backbone(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            pixel_values=pixel_values,
+            image_grid_thw=image_grid_thw,
+            mm_token_type_ids=(input_ids == image_token).int(),
+        ).last_hidden_state
         mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
         pooled = (hidden * mask).sum(1) / mask.sum(1)
         features = torch.cat([pooled, state.to(pooled.dtype), history.to(pooled.dtype)], dim=-1)
@@ -131,18 +149,23 @@ class Normalization:
     def read(cls, path: Path, config: VLAConfig) -> Normalization:
         try:
             raw = json.loads(path.read_text())
-            stats = cls(*(np.asarray(raw[group][key], dtype=np.float32)
-                          for group in ("state", "action") for key in ("mean", "std")))
+            stats = cls(
+                *(
+                    np.asarray(raw[group][key], dtype=np.float32)
+                    for group in ("state", "action")
+                    for key in ("mean", "std")
+                )
+            )
         except (KeyError, TypeError, ValueError) as exc:
-            raise CheckpointError(f"{path}: needs state/action mean and std: {exc!r}",
-                                  path=path) from exc
-        for name, array, size in (("state", stats.state_mean, config.state_dim),
-                                  ("state", stats.state_std, config.state_dim),
-                                  ("action", stats.action_mean, config.action_dim),
-                                  ("action", stats.action_std, config.action_dim)):
+            raise CheckpointError(f"{path}: needs state/action mean and std: {exc!r}", path=path) from exc
+        for name, array, size in (
+            ("state", stats.state_mean, config.state_dim),
+            ("state", stats.state_std, config.state_dim),
+            ("action", stats.action_mean, config.action_dim),
+            ("action", stats.action_std, config.action_dim),
+        ):
             if array.shape != (size,):
-                raise CheckpointError(f"{path}: {name} statistics must have {size} values",
-                                      path=path)
+                raise CheckpointError(f"{path}: {name} statistics must have {size} values", path=path)
         return stats
 
 
@@ -153,8 +176,13 @@ def effective_precision(options: RuntimeOptions) -> policy_pb2.Precision:
     attn = options.attn_impl
     if attn == "flash_attention_2" and not (on_cuda and importlib.util.find_spec("flash_attn")):
         attn = "sdpa"
-    return policy_pb2.Precision(dtype=options.dtype, attn_impl=attn, compile=options.compile,
-                                tf32=options.tf32 and on_cuda, autocast=options.autocast)
+    return policy_pb2.Precision(
+        dtype=options.dtype,
+        attn_impl=attn,
+        compile=options.compile,
+        tf32=options.tf32 and on_cuda,
+        autocast=options.autocast,
+    )
 
 
 def patchify(images: torch.Tensor, patch: int, merge: int, temporal: int) -> torch.Tensor:
@@ -173,8 +201,7 @@ class VLABackend:
         root = checkpoint.root
         for required in (INDEX_NAME, CONFIG_NAME, NORMALIZATION_NAME, TOKENIZER_NAME):
             if required not in checkpoint.sha256:
-                raise CheckpointError(f"VLA checkpoint {root} needs a sealed {required}",
-                                      path=root / required)
+                raise CheckpointError(f"VLA checkpoint {root} needs a sealed {required}", path=root / required)
         self.checkpoint = checkpoint
         self.options = options
         self.config = VLAConfig.read(root / CONFIG_NAME)
@@ -199,9 +226,12 @@ class VLABackend:
         policy = VLAPolicy(self.config, attn_impl=self.precision.attn_impl)
         missing, unexpected = policy.load_state_dict(self._read_weights(), strict=False)
         if missing or unexpected:
-            raise CheckpointError(f"{self.checkpoint.root}: weights do not fit the architecture: "
-                                  f"missing {sorted(missing)[:5]}, unexpected "
-                                  f"{sorted(unexpected)[:5]}", path=self.checkpoint.root)
+            raise CheckpointError(
+                f"{self.checkpoint.root}: weights do not fit the architecture: "
+                f"missing {sorted(missing)[:5]}, unexpected "
+                f"{sorted(unexpected)[:5]}",
+                path=self.checkpoint.root,
+            )
         policy = policy.to(device=self.device, dtype=self.dtype).eval()
         self._backbone = policy.backbone.config
         self.model = torch.compile(policy) if self.precision.compile else policy
@@ -216,9 +246,9 @@ class VLABackend:
     def _warmup(self) -> None:
         blank = Observation(
             step=0,
-            images={c.name: np.zeros((c.height, c.width, c.channels), dtype=np.uint8)
-                    for c in self.cameras},
-            state={s.name: np.zeros(s.length) for s in self.state})
+            images={c.name: np.zeros((c.height, c.width, c.channels), dtype=np.uint8) for c in self.cameras},
+            state={s.name: np.zeros(s.length) for s in self.state},
+        )
         self.act([blank], [History(session_id="warmup", episode=policy_pb2.EpisodeMeta())])
 
     # -- inference -------------------------------------------------------------------------------
@@ -227,19 +257,17 @@ class VLABackend:
         if self.model is None:
             raise RuntimeError("VLA backend used before load()")
         inputs = self._inputs(observations, histories)
-        autocast = (torch.autocast(self.device.type, dtype=torch.bfloat16)
-                    if self.precision.autocast else nullcontext())
+        autocast = torch.autocast(self.device.type, dtype=torch.bfloat16) if self.precision.autocast else nullcontext()
         with torch.inference_mode(), autocast:
             chunks = self.model(**inputs).float().cpu().numpy()
         stats = self.normalization
         return chunks * stats.action_std + stats.action_mean
 
-    def _inputs(self, observations: Sequence[Observation],
-                histories: Sequence[History]) -> dict[str, torch.Tensor]:
+    def _inputs(self, observations: Sequence[Observation], histories: Sequence[History]) -> dict[str, torch.Tensor]:
         vision = self._backbone.vision_config
         pixels = self._pixels(observations, vision)
         grid_h, grid_w = (s // vision.patch_size for s in self.config.image_size)
-        tokens_per_image = grid_h * grid_w // vision.spatial_merge_size ** 2
+        tokens_per_image = grid_h * grid_w // vision.spatial_merge_size**2
         sequences = [self._sequence(h.episode.instruction, tokens_per_image) for h in histories]
         length = max(len(s) for s in sequences)
         input_ids = torch.zeros((len(sequences), length), dtype=torch.long)
@@ -253,31 +281,29 @@ class VLABackend:
             "attention_mask": attention_mask.to(self.device),
             "pixel_values": pixels.to(self.device, self.dtype),
             "image_grid_thw": grid.to(self.device),
-            "state": torch.from_numpy(np.stack([self._state(o.state) for o in observations]))
-            .to(self.device, self.dtype),
-            "history": torch.from_numpy(np.stack([self._history(h) for h in histories]))
-            .to(self.device, self.dtype),
+            "state": torch.from_numpy(np.stack([self._state(o.state) for o in observations])).to(
+                self.device, self.dtype
+            ),
+            "history": torch.from_numpy(np.stack([self._history(h) for h in histories])).to(self.device, self.dtype),
         }
 
     def _pixels(self, observations: Sequence[Observation], vision: PreTrainedConfig) -> torch.Tensor:
         """Every camera of every observation, resized and normalized, in Qwen-VL patch layout."""
-        frames = torch.from_numpy(np.stack([o.images[c.name] for o in observations
-                                            for c in self.cameras]))
+        frames = torch.from_numpy(np.stack([o.images[c.name] for o in observations for c in self.cameras]))
         frames = frames.permute(0, 3, 1, 2).float().div_(255.0)
-        frames = F.interpolate(frames, size=self.config.image_size, mode="bilinear",
-                               align_corners=False, antialias=True)
+        frames = F.interpolate(
+            frames, size=self.config.image_size, mode="bilinear", align_corners=False, antialias=True
+        )
         mean = torch.tensor(IMAGE_MEAN).view(1, 3, 1, 1)
         std = torch.tensor(IMAGE_STD).view(1, 3, 1, 1)
-        return patchify((frames - mean) / std, vision.patch_size, vision.spatial_merge_size,
-                        vision.temporal_patch_size)
+        return patchify((frames - mean) / std, vision.patch_size, vision.spatial_merge_size, vision.temporal_patch_size)
 
     def _sequence(self, instruction: str, tokens_per_image: int) -> list[int]:
         """Instruction tokens, then each camera as <vision_start> <image>*n <vision_end>."""
         if instruction not in self._prompts:
             self._prompts[instruction] = self.tokenizer.encode(instruction).ids
         config = self._backbone
-        image = [config.vision_start_token_id, *[config.image_token_id] * tokens_per_image,
-                 config.vision_end_token_id]
+        image = [config.vision_start_token_id, *[config.image_token_id] * tokens_per_image, config.vision_end_token_id]
         return self._prompts[instruction] + image * len(self.cameras)
 
     def _state(self, state: dict[str, np.ndarray]) -> np.ndarray:
@@ -288,14 +314,16 @@ class VLABackend:
         """The last `history_length` confirmed entries, oldest first, zero-padded at the front."""
         width = self.config.state_dim + self.action_dim + 1
         rows = np.zeros((self.config.history_length, width), dtype=np.float32)
-        recent = history.entries[-self.config.history_length:] if self.config.history_length else ()
+        recent = history.entries[-self.config.history_length :] if self.config.history_length else ()
         stats = self.normalization
-        for row, entry in zip(range(len(rows) - len(recent), len(rows)), recent):
+        for row, entry in zip(range(len(rows) - len(recent), len(rows)), recent, strict=True):
             executed = entry.executed
-            mean_action = (((executed - stats.action_mean) / stats.action_std).mean(0)
-                           if len(executed) else np.zeros(self.action_dim, dtype=np.float32))
-            rows[row] = np.concatenate([self._state(entry.state), mean_action,
-                                        [len(executed) / self.chunk_length]])
+            mean_action = (
+                ((executed - stats.action_mean) / stats.action_std).mean(0)
+                if len(executed)
+                else np.zeros(self.action_dim, dtype=np.float32)
+            )
+            rows[row] = np.concatenate([self._state(entry.state), mean_action, [len(executed) / self.chunk_length]])
         return rows.ravel()
 
 
@@ -303,9 +331,14 @@ def load(checkpoint: Checkpoint, options: RuntimeOptions) -> VLABackend:
     return VLABackend(checkpoint, options)
 
 
-def save_checkpoint(folder: Path, policy: VLAPolicy, training_config: dict[str, Any],
-                    normalization: dict[str, Any], tokenizer: Tokenizer,
-                    max_shard_bytes: int) -> Path:
+def save_checkpoint(
+    folder: Path,
+    policy: VLAPolicy,
+    training_config: dict[str, Any],
+    normalization: dict[str, Any],
+    tokenizer: Tokenizer,
+    max_shard_bytes: int,
+) -> Path:
     """Writes a policy in the checkpoint layout above, sharded, and seals it."""
     folder.mkdir(parents=True, exist_ok=True)
     state = {k: v.detach().contiguous() for k, v in policy.state_dict().items()}
@@ -322,10 +355,11 @@ def save_checkpoint(folder: Path, policy: VLAPolicy, training_config: dict[str, 
     for index, tensors in enumerate(shards, start=1):
         name = f"model-{index:05d}-of-{len(shards):05d}.safetensors"
         save_file(tensors, str(folder / name), metadata={"format": "pt"})
-        weight_map.update({key: name for key in tensors})
+        weight_map.update(dict.fromkeys(tensors, name))
     total = sum(t.numel() * t.element_size() for t in state.values())
-    (folder / INDEX_NAME).write_text(json.dumps({"metadata": {"total_size": total},
-                                                 "weight_map": weight_map}, indent=2))
+    (folder / INDEX_NAME).write_text(
+        json.dumps({"metadata": {"total_size": total}, "weight_map": weight_map}, indent=2)
+    )
     (folder / CONFIG_NAME).write_text(yaml.safe_dump(training_config, sort_keys=True))
     (folder / NORMALIZATION_NAME).write_text(json.dumps(normalization, indent=2))
     tokenizer.save(str(folder / TOKENIZER_NAME))

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
-
 from inference_helpers import ServerProcess
 
 
@@ -15,10 +15,10 @@ def start_server(tmp_path: Path) -> Iterator[Any]:
     """Starts servers for a test and stops every one of them afterwards."""
     started: list[ServerProcess] = []
 
-    def start(checkpoint_root: Path, *extra: str, epoch: str = "ep6",
-              port: int | None = None) -> ServerProcess:
-        server = ServerProcess(checkpoint_root, epoch, *extra, port=port,
-                               log_path=tmp_path / f"server-{len(started)}.log")
+    def start(checkpoint_root: Path, *extra: str, epoch: str = "ep6", port: int | None = None) -> ServerProcess:
+        server = ServerProcess(
+            checkpoint_root, epoch, *extra, port=port, log_path=tmp_path / f"server-{len(started)}.log"
+        )
         started.append(server)
         return server.start()
 

@@ -11,9 +11,9 @@ from typing import Any
 
 import numpy as np
 
+from evalfleet.policy_api.client import PolicyClient
 from evalfleet.v1 import policy_pb2
 from inference_server.checkpoint import seal
-from inference_server.client import PolicyClient
 
 CAMERAS = ("head", "left", "right")
 HEIGHT, WIDTH = 24, 32
@@ -47,8 +47,9 @@ def state(value: float) -> dict[str, np.ndarray]:
 
 
 def episode(name: str = "0") -> policy_pb2.EpisodeMeta:
-    return policy_pb2.EpisodeMeta(benchmark="robotwin", task="adjust_bottle", setting="clean",
-                                  episode_id=name, instruction="adjust the bottle")
+    return policy_pb2.EpisodeMeta(
+        benchmark="robotwin", task="adjust_bottle", setting="clean", episode_id=name, instruction="adjust the bottle"
+    )
 
 
 def free_port() -> int:
@@ -60,21 +61,31 @@ def free_port() -> int:
 class ServerProcess:
     """A real `inference-server` process; `start` returns once health reports SERVING."""
 
-    def __init__(self, checkpoint_root: Path, epoch: str, *extra: str, port: int | None = None,
-                 log_path: Path) -> None:
+    def __init__(self, checkpoint_root: Path, epoch: str, *extra: str, port: int | None = None, log_path: Path) -> None:
         self.port = port or free_port()
         self.address = f"127.0.0.1:{self.port}"
-        self.args = [sys.executable, "-m", "inference_server.cli", "--epoch", epoch,
-                     "--checkpoint-root", str(checkpoint_root), "--port", str(self.port), *extra]
+        self.args = [
+            sys.executable,
+            "-m",
+            "inference_server.cli",
+            "--epoch",
+            epoch,
+            "--checkpoint-root",
+            str(checkpoint_root),
+            "--port",
+            str(self.port),
+            *extra,
+        ]
         self.log_path = log_path
         self.process: subprocess.Popen[bytes] | None = None
 
     def spawn(self) -> ServerProcess:
         """Starts the process without waiting for it to serve; with this folder importable, so
         that tests can name plug-in backends from it."""
-        env = {**os.environ,
-               "PYTHONPATH": os.pathsep.join(filter(None, (str(Path(__file__).parent),
-                                                           os.environ.get("PYTHONPATH"))))}
+        env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join(filter(None, (str(Path(__file__).parent), os.environ.get("PYTHONPATH")))),
+        }
         log = self.log_path.open("ab")
         self.process = subprocess.Popen(self.args, stdout=log, stderr=subprocess.STDOUT, env=env)
         return self

@@ -9,8 +9,8 @@ test can watch a client give up on a hung server.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 

@@ -8,24 +8,21 @@ from pathlib import Path
 import grpc
 import numpy as np
 import pytest
-
 from inference_helpers import ACTION_DIM, CHUNK, episode, images, make_checkpoint, state
-from inference_server.aio_client import AsyncPolicyClient
+
+from evalfleet.policy_api.aio_client import AsyncPolicyClient
+from evalfleet.policy_api.errors import IdentityMismatch, InvalidField, PolicyUnavailable, ServerRestarted, StaleStep
 from inference_server.backends import Observation
 from inference_server.backends.reference import deterministic_chunk
-from inference_server.errors import (IdentityMismatch, InvalidField, PolicyUnavailable,
-                                     ServerRestarted, StaleStep)
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 
 
 def expected_chunk(step: int, value: float) -> np.ndarray:
-    return deterministic_chunk(Observation(step=step, images={}, state=state(value)), CHUNK,
-                               ACTION_DIM)
+    return deterministic_chunk(Observation(step=step, images={}, state=state(value)), CHUNK, ACTION_DIM)
 
 
-def test_sessions_in_one_loop_get_their_own_answers_and_typed_errors(tmp_path: Path,
-                                                                     start_server) -> None:
+def test_sessions_in_one_loop_get_their_own_answers_and_typed_errors(tmp_path: Path, start_server) -> None:
     make_checkpoint(tmp_path, "deterministic")
     server = start_server(tmp_path)
 
@@ -37,8 +34,10 @@ def test_sessions_in_one_loop_get_their_own_answers_and_typed_errors(tmp_path: P
 
             async def run(index: int) -> list[np.ndarray]:
                 async with await client.open_session(digest, episode(str(index))) as session:
-                    return [await session.act(images(), state(index * 10.0 + step), step,
-                                              0 if step == 0 else 2) for step in range(4)]
+                    return [
+                        await session.act(images(), state(index * 10.0 + step), step, 0 if step == 0 else 2)
+                        for step in range(4)
+                    ]
 
             results = await asyncio.gather(*(run(i) for i in range(8)))
             for index, chunks in enumerate(results):
@@ -52,8 +51,7 @@ def test_sessions_in_one_loop_get_their_own_answers_and_typed_errors(tmp_path: P
                 with pytest.raises(InvalidField) as refused:
                     await session.act(images(), {"qpos": np.zeros(3)}, 1, 1)
                 assert refused.value.code == grpc.StatusCode.INVALID_ARGUMENT
-                np.testing.assert_array_equal(await session.act(images(), state(2.0), 1, 1),
-                                              expected_chunk(1, 2.0))
+                np.testing.assert_array_equal(await session.act(images(), state(2.0), 1, 1), expected_chunk(1, 2.0))
 
     asyncio.run(scenario())
 

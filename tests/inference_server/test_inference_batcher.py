@@ -9,17 +9,19 @@ import time
 import numpy as np
 import pytest
 
+from evalfleet.policy_api.errors import BackendFailed
 from evalfleet.v1 import policy_pb2
 from inference_server.backends import History, Observation
 from inference_server.batcher import Batcher
-from inference_server.errors import BackendFailed
 
 pytestmark = pytest.mark.timeout(20)
 
 
 def step(n: int) -> tuple[Observation, History]:
-    return (Observation(step=n, images={}, state={"v": np.array([float(n)])}),
-            History(session_id=str(n), episode=policy_pb2.EpisodeMeta()))
+    return (
+        Observation(step=n, images={}, state={"v": np.array([float(n)])}),
+        History(session_id=str(n), episode=policy_pb2.EpisodeMeta()),
+    )
 
 
 class Recorder:
@@ -37,16 +39,16 @@ class Recorder:
 async def run_steps(batcher: Batcher, sessions: list[str], values: list[int]):
     runner = asyncio.create_task(batcher.run())
     try:
-        return await asyncio.gather(*(batcher.submit(s, *step(v)) for s, v in zip(sessions, values)),
-                                    return_exceptions=True)
+        return await asyncio.gather(
+            *(batcher.submit(s, *step(v)) for s, v in zip(sessions, values, strict=True)), return_exceptions=True
+        )
     finally:
         runner.cancel()
 
 
 def test_full_batch_leaves_at_once_and_answers_each_step_its_own_chunk() -> None:
     act = Recorder()
-    batcher = Batcher(act, max_batch=4, timeout_s=5.0, chunk_shape=(2, 3),
-                      attached_sessions=lambda: 100)
+    batcher = Batcher(act, max_batch=4, timeout_s=5.0, chunk_shape=(2, 3), attached_sessions=lambda: 100)
     started = time.perf_counter()
     results = asyncio.run(run_steps(batcher, ["a", "b", "c", "d"], [1, 2, 3, 4]))
     assert time.perf_counter() - started < 2.0  # did not wait for the 5 s timeout
@@ -57,8 +59,7 @@ def test_full_batch_leaves_at_once_and_answers_each_step_its_own_chunk() -> None
 
 def test_partial_batch_leaves_after_the_oldest_step_waited_the_timeout() -> None:
     act = Recorder()
-    batcher = Batcher(act, max_batch=8, timeout_s=0.05, chunk_shape=(2, 3),
-                      attached_sessions=lambda: 100)
+    batcher = Batcher(act, max_batch=8, timeout_s=0.05, chunk_shape=(2, 3), attached_sessions=lambda: 100)
     results = asyncio.run(run_steps(batcher, ["a", "b"], [1, 2]))
     assert act.batches == [[1, 2]]
     assert min(r.queue_ms for r in results) >= 45.0
@@ -66,8 +67,7 @@ def test_partial_batch_leaves_after_the_oldest_step_waited_the_timeout() -> None
 
 def test_batch_is_full_once_every_attached_session_has_a_step() -> None:
     act = Recorder()
-    batcher = Batcher(act, max_batch=32, timeout_s=5.0, chunk_shape=(2, 3),
-                      attached_sessions=lambda: 2)
+    batcher = Batcher(act, max_batch=32, timeout_s=5.0, chunk_shape=(2, 3), attached_sessions=lambda: 2)
     started = time.perf_counter()
     asyncio.run(run_steps(batcher, ["a", "b"], [1, 2]))
     assert time.perf_counter() - started < 2.0
@@ -76,22 +76,19 @@ def test_batch_is_full_once_every_attached_session_has_a_step() -> None:
 
 def test_two_steps_of_one_session_never_share_a_batch() -> None:
     act = Recorder()
-    batcher = Batcher(act, max_batch=8, timeout_s=0.01, chunk_shape=(2, 3),
-                      attached_sessions=lambda: 100)
+    batcher = Batcher(act, max_batch=8, timeout_s=0.01, chunk_shape=(2, 3), attached_sessions=lambda: 100)
     asyncio.run(run_steps(batcher, ["a", "a", "b"], [1, 2, 3]))
     assert act.batches == [[1, 3], [2]]
 
 
 def test_backend_failure_fails_every_step_of_the_batch_with_a_typed_error() -> None:
-    batcher = Batcher(Recorder(fail=True), max_batch=2, timeout_s=0.01, chunk_shape=(2, 3),
-                      attached_sessions=lambda: 2)
+    batcher = Batcher(Recorder(fail=True), max_batch=2, timeout_s=0.01, chunk_shape=(2, 3), attached_sessions=lambda: 2)
     results = asyncio.run(run_steps(batcher, ["a", "b"], [1, 2]))
     assert all(isinstance(r, BackendFailed) and "boom" in r.message for r in results)
 
 
 def test_wrong_chunk_shape_from_backend_is_a_backend_failure() -> None:
-    batcher = Batcher(Recorder(), max_batch=1, timeout_s=0.01, chunk_shape=(5, 3),
-                      attached_sessions=lambda: 1)
+    batcher = Batcher(Recorder(), max_batch=1, timeout_s=0.01, chunk_shape=(5, 3), attached_sessions=lambda: 1)
     (result,) = asyncio.run(run_steps(batcher, ["a"], [1]))
     assert isinstance(result, BackendFailed) and "shape" in result.message
 
@@ -103,8 +100,7 @@ def test_model_runs_off_the_event_loop_thread() -> None:
         threads.append(threading.get_ident())
         return np.zeros((len(observations), 2, 3), dtype=np.float32)
 
-    batcher = Batcher(act, max_batch=1, timeout_s=0.01, chunk_shape=(2, 3),
-                      attached_sessions=lambda: 1)
+    batcher = Batcher(act, max_batch=1, timeout_s=0.01, chunk_shape=(2, 3), attached_sessions=lambda: 1)
     asyncio.run(run_steps(batcher, ["a"], [1]))
     assert threads and threads[0] != threading.get_ident()
 
@@ -118,8 +114,7 @@ def test_steps_queued_behind_a_busy_model_wait_for_the_sessions_just_answered() 
         time.sleep(0.1)
         return act(observations, histories)
 
-    batcher = Batcher(slow, max_batch=8, timeout_s=0.05, chunk_shape=(2, 3),
-                      attached_sessions=lambda: 2)
+    batcher = Batcher(slow, max_batch=8, timeout_s=0.05, chunk_shape=(2, 3), attached_sessions=lambda: 2)
 
     async def scenario() -> None:
         runner = asyncio.create_task(batcher.run())

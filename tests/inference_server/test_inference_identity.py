@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 from google.protobuf import json_format
-
-from evalfleet.v1 import policy_pb2
 from inference_helpers import make_checkpoint, reference_settings
-from inference_server import identity
+
+from evalfleet.policy_api import identity
+from evalfleet.v1 import policy_pb2
 from inference_server.checkpoint import INDEX_NAME, CheckpointError, load, seal
 
 pytestmark = pytest.mark.timeout(60)
@@ -22,8 +22,7 @@ def sharded_checkpoint(root: Path) -> Path:
     """A checkpoint in the real sharded layout (the reference backend ignores the weights)."""
     folder = root / "ep6"
     folder.mkdir(parents=True)
-    shards = {"a.weight": "model-00001-of-00002.safetensors",
-              "b.weight": "model-00002-of-00002.safetensors"}
+    shards = {"a.weight": "model-00001-of-00002.safetensors", "b.weight": "model-00002-of-00002.safetensors"}
     for shard in set(shards.values()):
         (folder / shard).write_bytes(shard.encode() * 100)
     (folder / INDEX_NAME).write_text(json.dumps({"metadata": {}, "weight_map": shards}))
@@ -34,9 +33,22 @@ def sharded_checkpoint(root: Path) -> Path:
 
 
 def dry_run(root: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "inference_server.cli", "--epoch", "ep6",
-                           "--checkpoint-root", str(root), "--dry-run", *extra],
-                          capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "inference_server.cli",
+            "--epoch",
+            "ep6",
+            "--checkpoint-root",
+            str(root),
+            "--dry-run",
+            *extra,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def test_identity_covers_every_shard_index_config_and_normalization(tmp_path: Path) -> None:
@@ -45,8 +57,7 @@ def test_identity_covers_every_shard_index_config_and_normalization(tmp_path: Pa
     assert result.returncode == 0, result.stderr
     printed = json.loads(result.stdout)
     record = printed["identity"]
-    assert sorted(record["shard_sha256"]) == ["model-00001-of-00002.safetensors",
-                                              "model-00002-of-00002.safetensors"]
+    assert sorted(record["shard_sha256"]) == ["model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"]
     sealed = json.loads((folder / "evalfleet-checkpoint.json").read_text())["sha256"]
     assert record["index_sha256"] == sealed[INDEX_NAME]
     assert record["config_sha256"] == sealed["training_config.yaml"]

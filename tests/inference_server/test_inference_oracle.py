@@ -1,7 +1,7 @@
 """The scripted LIBERO oracle's decisions on hand-made states: no simulator needed.
 
 The real-simulator check (the oracle solves a libero_object trial) is
-tests/benchmarks/test_libero_oracle.py.
+tests/adapters/test_libero_oracle.py.
 """
 
 from __future__ import annotations
@@ -39,8 +39,11 @@ def _state(eef: list[float], target: list[float], fingers: np.ndarray = OPEN_FIN
 
 def _history(grippers: list[float], dz: float = 0.0, eef_z: float = 0.2) -> History:
     entries = tuple(
-        HistoryEntry(step=i, state={"robot0_eef_pos": np.array([0.0, 0.0, eef_z])},
-                     executed=np.array([[0, 0, dz, 0, 0, 0, g]], dtype=np.float32))
+        HistoryEntry(
+            step=i,
+            state={"robot0_eef_pos": np.array([0.0, 0.0, eef_z])},
+            executed=np.array([[0, 0, dz, 0, 0, 0, g]], dtype=np.float32),
+        )
         for i, g in enumerate(grippers)
     )
     return History(session_id="s", episode=policy_pb2.EpisodeMeta(), entries=entries)
@@ -78,7 +81,9 @@ def test_a_descent_that_stops_moving_closes_on_the_spot() -> None:
     pushing = _history([OPEN] * GAINS.stall_steps, dz=-1.0, eef_z=0.1)
     assert descent_stalled(pushing, np.array([0.0, 0.0, 0.099]), GAINS)
     assert not descent_stalled(pushing, np.array([0.0, 0.0, 0.08]), GAINS)
-    assert not descent_stalled(_history([OPEN] * GAINS.stall_steps, dz=0.0, eef_z=0.1), np.array([0.0, 0.0, 0.1]), GAINS)
+    assert not descent_stalled(
+        _history([OPEN] * GAINS.stall_steps, dz=0.0, eef_z=0.1), np.array([0.0, 0.0, 0.1]), GAINS
+    )
     on_a_shoulder = _state([0.05, -0.1, 0.1], [0.05, -0.1, 0.04])
     assert oracle_command(on_a_shoulder, 0, False, False, GAINS)[6] == OPEN
     assert oracle_command(on_a_shoulder, 0, True, False, GAINS)[6] == CLOSE
@@ -92,8 +97,7 @@ def test_holding_it_lifts_first_and_a_missed_grasp_reopens() -> None:
 
 
 def test_the_builtin_backend_answers_one_chunk_per_session(tmp_path: Path) -> None:
-    settings = {**ORACLE_SETTINGS, "chunk_length": 2,
-                "cameras": [{"name": "agentview", "height": 8, "width": 8}]}
+    settings = {**ORACLE_SETTINGS, "chunk_length": 2, "cameras": [{"name": "agentview", "height": 8, "width": 8}]}
     seal(tmp_path, "libero-oracle", settings)
     backend = resolve("libero-oracle")(load(tmp_path), RuntimeOptions())
     far = Observation(step=0, images={}, state=_state([-0.15, 0.0, 0.25], [0.05, -0.1, 0.04]))

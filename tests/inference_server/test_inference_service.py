@@ -11,21 +11,31 @@ import grpc
 import numpy as np
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha.proto_reflection_descriptor_database import \
-    ProtoReflectionDescriptorDatabase
+from grpc_reflection.v1alpha.proto_reflection_descriptor_database import ProtoReflectionDescriptorDatabase
+from inference_helpers import ACTION_DIM, CHUNK, ServerProcess, episode, images, make_checkpoint, state
 
+from evalfleet.policy_api import identity, tensors
+from evalfleet.policy_api.client import PolicyClient, Session
+from evalfleet.policy_api.errors import (
+    BackendFailed,
+    BadToken,
+    IdentityMismatch,
+    InvalidField,
+    NotServing,
+    OutOfOrderStep,
+    PolicyError,
+    PolicyUnavailable,
+    ServerRestarted,
+    SessionClosed,
+    SessionEvicted,
+    SessionTakenOver,
+    SessionUnknown,
+    StaleStep,
+    TooManySessions,
+)
 from evalfleet.v1 import policy_pb2, policy_pb2_grpc
-from inference_helpers import (ACTION_DIM, CHUNK, ServerProcess, episode, images, make_checkpoint,
-                               state)
-from inference_server import identity, observations
 from inference_server.backends import Observation
 from inference_server.backends.reference import deterministic_chunk
-from inference_server.client import PolicyClient, Session
-from inference_server.errors import (BackendFailed, BadToken, IdentityMismatch, InvalidField,
-                                     NotServing, OutOfOrderStep, PolicyError, PolicyUnavailable,
-                                     ServerRestarted, SessionClosed, SessionEvicted,
-                                     SessionTakenOver, SessionUnknown, StaleStep,
-                                     TooManySessions)
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 
@@ -121,7 +131,7 @@ def test_sixteen_concurrent_sessions_are_batched_and_answered_their_own(determin
             results = list(pool.map(run, range(sessions)))
         load = client.identity().load
     for chunks, values in results:
-        for step, (chunk, value) in enumerate(zip(chunks, values)):
+        for step, (chunk, value) in enumerate(zip(chunks, values, strict=True)):
             np.testing.assert_array_equal(chunk, expected_chunk(step, value))
     assert load.steps_served == sessions * steps
     assert load.batches_served < load.steps_served / 2  # batches larger than 1 on average
@@ -138,7 +148,7 @@ def test_batch_size_is_reported_per_step(deterministic) -> None:
         barrier = threading.Barrier(2)
 
         def step(session) -> policy_pb2.SessionResponse:
-            request = observations.observation_request(1, 1, images(), state(0.0))
+            request = tensors.observation_request(1, 1, images(), state(0.0))
             barrier.wait()
             return session._exchange(request)
 
@@ -186,46 +196,49 @@ def test_steps_out_of_order_or_stale_are_typed_and_keep_the_session(deterministi
             with pytest.raises(StaleStep) as stale:
                 session.act(images(), state(1.0), 0, 0)
             assert stale.value.field == "observation.step"
-            np.testing.assert_array_equal(session.act(images(), state(3.0), 1, 1),
-                                          expected_chunk(1, 3.0))
+            np.testing.assert_array_equal(session.act(images(), state(3.0), 1, 1), expected_chunk(1, 3.0))
 
 
 BAD_OBSERVATIONS = [
-    ("missing camera", {k: v for k, v in images().items() if k != "left"}, state(0.0),
-     "observation.images"),
+    ("missing camera", {k: v for k, v in images().items() if k != "left"}, state(0.0), "observation.images"),
     ("extra camera", {**images(), "wrist": images()["head"]}, state(0.0), "observation.images"),
-    ("wrong shape", {**images(), "left": np.zeros((24, 32, 4), np.uint8)}, state(0.0),
-     "observation.images[left].shape"),
-    ("wrong dtype", {**images(), "right": np.zeros((24, 32, 3), np.float32)}, state(0.0),
-     "observation.images[right].dtype"),
+    (
+        "wrong shape",
+        {**images(), "left": np.zeros((24, 32, 4), np.uint8)},
+        state(0.0),
+        "observation.images[left].shape",
+    ),
+    (
+        "wrong dtype",
+        {**images(), "right": np.zeros((24, 32, 3), np.float32)},
+        state(0.0),
+        "observation.images[right].dtype",
+    ),
     ("short state", images(), {"qpos": np.zeros(13)}, "observation.state[qpos]"),
     ("unknown state", images(), {**state(0.0), "extra": np.zeros(1)}, "observation.state"),
 ]
 
 
-@pytest.mark.parametrize("label,bad_images,bad_state,field", BAD_OBSERVATIONS,
-                         ids=[b[0] for b in BAD_OBSERVATIONS])
-def test_bad_observation_is_invalid_argument_naming_the_field(deterministic, label, bad_images,
-                                                             bad_state, field) -> None:
+@pytest.mark.parametrize("label,bad_images,bad_state,field", BAD_OBSERVATIONS, ids=[b[0] for b in BAD_OBSERVATIONS])
+def test_bad_observation_is_invalid_argument_naming_the_field(
+    deterministic, label, bad_images, bad_state, field
+) -> None:
     with deterministic.client() as client:
         digest = client.identity().digest
-        with client.open_session(digest, episode("other")) as other, \
-                client.open_session(digest, episode()) as session:
+        with client.open_session(digest, episode("other")) as other, client.open_session(digest, episode()) as session:
             session.act(images(), state(1.0), 0, 0)
             with pytest.raises(InvalidField) as refused:
                 session.act(bad_images, bad_state, 1, 1)
             assert refused.value.code == grpc.StatusCode.INVALID_ARGUMENT
             assert refused.value.field == field
-            np.testing.assert_array_equal(session.act(images(), state(2.0), 1, 1),
-                                          expected_chunk(1, 2.0))
-            np.testing.assert_array_equal(other.act(images(), state(4.0), 0, 0),
-                                          expected_chunk(0, 4.0))
+            np.testing.assert_array_equal(session.act(images(), state(2.0), 1, 1), expected_chunk(1, 2.0))
+            np.testing.assert_array_equal(other.act(images(), state(4.0), 0, 0), expected_chunk(0, 4.0))
 
 
 def test_tensor_bytes_that_do_not_match_the_shape_are_refused(deterministic) -> None:
     with deterministic.client() as client:
         with client.open_session(client.identity().digest, episode()) as session:
-            request = observations.observation_request(0, 0, images(), state(0.0))
+            request = tensors.observation_request(0, 0, images(), state(0.0))
             request.observation.images["head"].data = b"\0" * 10
             with pytest.raises(InvalidField) as refused:
                 session._exchange(request)
@@ -246,7 +259,7 @@ def raw_stream(address: str, requests: list[policy_pb2.SessionRequest], metadata
 
 
 def test_stream_without_open_message_is_refused(deterministic) -> None:
-    first = observations.observation_request(0, 0, images(), state(0.0))
+    first = tensors.observation_request(0, 0, images(), state(0.0))
     replies, error = raw_stream(deterministic.address, [first])
     assert replies == [] and error is not None
     assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
@@ -260,10 +273,9 @@ def test_every_reply_carries_the_instance_id(deterministic) -> None:
     with deterministic.client() as client:
         reply = client.identity()
         requests = [
-            policy_pb2.SessionRequest(open=policy_pb2.OpenSession(expected_digest=reply.digest,
-                                                                  episode=episode())),
-            observations.observation_request(0, 0, images(), state(0.0)),
-            observations.observation_request(0, 0, images(), state(0.0)),
+            policy_pb2.SessionRequest(open=policy_pb2.OpenSession(expected_digest=reply.digest, episode=episode())),
+            tensors.observation_request(0, 0, images(), state(0.0)),
+            tensors.observation_request(0, 0, images(), state(0.0)),
             policy_pb2.SessionRequest(close=policy_pb2.CloseSession()),
         ]
         replies, error = raw_stream(deterministic.address, requests)
@@ -272,8 +284,7 @@ def test_every_reply_carries_the_instance_id(deterministic) -> None:
     assert {r.instance_id for r in replies} == {reply.instance_id}
 
 
-def test_oversized_message_is_refused_and_the_session_survives(tmp_path: Path,
-                                                               start_server) -> None:
+def test_oversized_message_is_refused_and_the_session_survives(tmp_path: Path, start_server) -> None:
     make_checkpoint(tmp_path, "deterministic")
     server = start_server(tmp_path, "--max-message-bytes", "100000")
     with server.client() as client:
@@ -284,8 +295,7 @@ def test_oversized_message_is_refused_and_the_session_survives(tmp_path: Path,
             with pytest.raises(PolicyError) as refused:
                 session.act(huge, state(1.0), 1, 1)
             assert refused.value.code == grpc.StatusCode.RESOURCE_EXHAUSTED
-            np.testing.assert_array_equal(session.act(images(), state(2.0), 1, 1),
-                                          expected_chunk(1, 2.0))
+            np.testing.assert_array_equal(session.act(images(), state(2.0), 1, 1), expected_chunk(1, 2.0))
         assert client.identity().load.sessions == 0
 
 
@@ -294,8 +304,7 @@ def test_session_cap_is_resource_exhausted(tmp_path: Path, start_server) -> None
     server = start_server(tmp_path, "--max-sessions", "2")
     with server.client() as client:
         digest = client.identity().digest
-        first, second = client.open_session(digest, episode("1")), client.open_session(digest,
-                                                                                      episode("2"))
+        first, second = client.open_session(digest, episode("1")), client.open_session(digest, episode("2"))
         with pytest.raises(TooManySessions) as refused:
             client.open_session(digest, episode("3"))
         assert refused.value.code == grpc.StatusCode.RESOURCE_EXHAUSTED
@@ -348,8 +357,7 @@ def test_token_is_required_and_checked(tmp_path: Path, start_server) -> None:
                 client.open_session("0" * 64, episode())
     with server.client(token="s3cret") as client:
         with client.open_session(client.identity().digest, episode()) as session:
-            np.testing.assert_array_equal(session.act(images(), state(1.0), 0, 0),
-                                          expected_chunk(0, 1.0))
+            np.testing.assert_array_equal(session.act(images(), state(1.0), 0, 0), expected_chunk(0, 1.0))
 
 
 def test_health_and_reflection(deterministic) -> None:
@@ -382,8 +390,9 @@ def test_not_serving_until_loaded_then_serving(tmp_path: Path) -> None:
     try:
         with grpc.insecure_channel(server.address) as channel:
             health = health_pb2_grpc.HealthStub(channel)
-            watch = health.Watch(health_pb2.HealthCheckRequest(service="evalfleet.v1.Policy"),
-                                 timeout=60, wait_for_ready=True)
+            watch = health.Watch(
+                health_pb2.HealthCheckRequest(service="evalfleet.v1.Policy"), timeout=60, wait_for_ready=True
+            )
             assert next(watch).status == health_pb2.HealthCheckResponse.NOT_SERVING
             with server.client() as client:
                 with pytest.raises(NotServing) as refused:
@@ -396,8 +405,7 @@ def test_not_serving_until_loaded_then_serving(tmp_path: Path) -> None:
         server.stop()
 
 
-def test_backend_failure_is_in_band_and_leaves_the_session_intact(tmp_path: Path,
-                                                                  start_server) -> None:
+def test_backend_failure_is_in_band_and_leaves_the_session_intact(tmp_path: Path, start_server) -> None:
     gate = tmp_path / "gate"
     gate.touch()
     make_checkpoint(tmp_path, "inference_plugin_backend:gated", gate=str(gate))
@@ -409,8 +417,7 @@ def test_backend_failure_is_in_band_and_leaves_the_session_intact(tmp_path: Path
                 session.act(images(), state(-1.0), 1, 2)
             assert failed.value.code == grpc.StatusCode.INTERNAL
             assert "negative state" in failed.value.message
-            np.testing.assert_array_equal(session.act(images(), state(2.0), 1, 2),
-                                          expected_chunk(1, 2.0))
+            np.testing.assert_array_equal(session.act(images(), state(2.0), 1, 2), expected_chunk(1, 2.0))
 
 
 def test_resuming_on_a_new_stream_takes_the_session_over(deterministic) -> None:
@@ -420,18 +427,15 @@ def test_resuming_on_a_new_stream_takes_the_session_over(deterministic) -> None:
         second = Session(client, first._open_request)
         second.session_id = first.session_id
         second._resume()
-        np.testing.assert_array_equal(second.act(images(), state(2.0), 1, 1),
-                                      expected_chunk(1, 2.0))
+        np.testing.assert_array_equal(second.act(images(), state(2.0), 1, 1), expected_chunk(1, 2.0))
         with pytest.raises(SessionTakenOver) as refused:
             first.act(images(), state(3.0), 2, 1)
         assert refused.value.code == grpc.StatusCode.ABORTED
-        np.testing.assert_array_equal(second.act(images(), state(3.0), 2, 1),
-                                      expected_chunk(2, 3.0))
+        np.testing.assert_array_equal(second.act(images(), state(3.0), 2, 1), expected_chunk(2, 3.0))
         second.close()
 
 
-def test_client_gives_up_on_a_hung_server_instead_of_blocking(tmp_path: Path,
-                                                              start_server) -> None:
+def test_client_gives_up_on_a_hung_server_instead_of_blocking(tmp_path: Path, start_server) -> None:
     gate = tmp_path / "gate"
     gate.touch()
     make_checkpoint(tmp_path, "inference_plugin_backend:gated", gate=str(gate))
@@ -449,8 +453,7 @@ def test_client_gives_up_on_a_hung_server_instead_of_blocking(tmp_path: Path,
 def test_resuming_an_unknown_session_is_not_found(deterministic) -> None:
     with deterministic.client() as client:
         digest = client.identity().digest
-        stranger = Session(client, policy_pb2.OpenSession(expected_digest=digest,
-                                                          episode=episode()))
+        stranger = Session(client, policy_pb2.OpenSession(expected_digest=digest, episode=episode()))
         stranger.session_id = "0" * 32
         with pytest.raises(SessionUnknown) as refused:
             stranger.act(images(), state(1.0), 0, 0)

@@ -5,10 +5,18 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from evalfleet.policy_api.errors import (
+    InvalidField,
+    OutOfOrderStep,
+    SessionClosed,
+    SessionEvicted,
+    SessionTakenOver,
+    SessionUnknown,
+    StaleStep,
+    TooManySessions,
+)
 from evalfleet.v1 import policy_pb2
 from inference_server.backends import Observation
-from inference_server.errors import (InvalidField, OutOfOrderStep, SessionClosed, SessionEvicted,
-                                     SessionTakenOver, SessionUnknown, StaleStep, TooManySessions)
 from inference_server.sessions import SessionRegistry
 
 pytestmark = pytest.mark.timeout(10)

@@ -17,11 +17,11 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
+from inference_helpers import ServerProcess, episode  # noqa: E402
 from tokenizers import Tokenizer, models, pre_tokenizers  # noqa: E402
 
+from evalfleet.policy_api import tensors  # noqa: E402
 from evalfleet.v1 import policy_pb2  # noqa: E402
-from inference_helpers import ServerProcess, episode  # noqa: E402
-from inference_server import observations  # noqa: E402
 from inference_server.backends.vla import VLAConfig, VLAPolicy, save_checkpoint  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
@@ -35,16 +35,39 @@ IMAGE, VIDEO, VISION_START, VISION_END = 120, 121, 122, 123
 def tiny_backbone() -> dict:
     """A two-layer Qwen3-VL built locally: same classes as the 4B release, tiny sizes."""
     config = transformers.Qwen3VLConfig(
-        text_config=dict(vocab_size=128, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                         num_attention_heads=2, num_key_value_heads=1, head_dim=16,
-                         max_position_embeddings=4096,
-                         rope_parameters={"rope_type": "default", "rope_theta": 10000.0,
-                                          "mrope_section": [2, 3, 3], "mrope_interleaved": True}),
-        vision_config=dict(depth=2, hidden_size=32, intermediate_size=64, num_heads=2, patch_size=8,
-                           spatial_merge_size=2, temporal_patch_size=2, out_hidden_size=32,
-                           num_position_embeddings=64, deepstack_visual_indexes=[1]),
-        image_token_id=IMAGE, video_token_id=VIDEO, vision_start_token_id=VISION_START,
-        vision_end_token_id=VISION_END)
+        text_config={
+            "vocab_size": 128,
+            "hidden_size": 32,
+            "intermediate_size": 64,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 2,
+            "num_key_value_heads": 1,
+            "head_dim": 16,
+            "max_position_embeddings": 4096,
+            "rope_parameters": {
+                "rope_type": "default",
+                "rope_theta": 10000.0,
+                "mrope_section": [2, 3, 3],
+                "mrope_interleaved": True,
+            },
+        },
+        vision_config={
+            "depth": 2,
+            "hidden_size": 32,
+            "intermediate_size": 64,
+            "num_heads": 2,
+            "patch_size": 8,
+            "spatial_merge_size": 2,
+            "temporal_patch_size": 2,
+            "out_hidden_size": 32,
+            "num_position_embeddings": 64,
+            "deepstack_visual_indexes": [1],
+        },
+        image_token_id=IMAGE,
+        video_token_id=VIDEO,
+        vision_start_token_id=VISION_START,
+        vision_end_token_id=VISION_END,
+    )
     return config.to_dict()
 
 
@@ -69,8 +92,10 @@ def training_config() -> dict:
 
 
 def normalization() -> dict:
-    return {"state": {"mean": [0.0] * 14, "std": [1.0] * 14},
-            "action": {"mean": [0.5] * ACTION_DIM, "std": [2.0] * ACTION_DIM}}
+    return {
+        "state": {"mean": [0.0] * 14, "std": [1.0] * 14},
+        "action": {"mean": [0.5] * ACTION_DIM, "std": [2.0] * ACTION_DIM},
+    }
 
 
 @pytest.fixture(scope="module")
@@ -80,15 +105,15 @@ def vla_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     torch.manual_seed(0)
     raw = training_config()
     policy = VLAPolicy(VLAConfig.from_dict(raw))
-    save_checkpoint(root / "ep6", policy, raw, normalization(), tiny_tokenizer(),
-                    max_shard_bytes=200_000)
+    save_checkpoint(root / "ep6", policy, raw, normalization(), tiny_tokenizer(), max_shard_bytes=200_000)
     return root
 
 
 @pytest.fixture(scope="module")
 def vla_server(vla_root: Path, tmp_path_factory: pytest.TempPathFactory):
-    server = ServerProcess(vla_root, "ep6", "--batch-timeout-ms", "200",
-                           log_path=tmp_path_factory.mktemp("logs") / "server.log")
+    server = ServerProcess(
+        vla_root, "ep6", "--batch-timeout-ms", "200", log_path=tmp_path_factory.mktemp("logs") / "server.log"
+    )
     server.start(timeout_s=240)
     yield server
     server.stop()
@@ -151,7 +176,7 @@ def test_batched_answers_equal_single_answers(vla_server) -> None:
         barrier = threading.Barrier(2)
 
         def step(index: int) -> policy_pb2.SessionResponse:
-            request = observations.observation_request(0, 0, camera_images(index), qpos(index))
+            request = tensors.observation_request(0, 0, camera_images(index), qpos(index))
             barrier.wait()
             return sessions[index]._exchange(request)
 
@@ -160,8 +185,8 @@ def test_batched_answers_equal_single_answers(vla_server) -> None:
         for session in sessions:
             session.close()
     assert [r.chunk.batch_size for r in replies] == [2, 2]
-    for reply, single in zip(replies, alone):
-        np.testing.assert_allclose(observations.decode(reply.chunk.actions), single, atol=1e-4)
+    for reply, single in zip(replies, alone, strict=True):
+        np.testing.assert_allclose(tensors.decode(reply.chunk.actions), single, atol=1e-4)
 
 
 def test_tampered_shard_is_refused_by_name_before_loading(vla_root: Path, tmp_path: Path) -> None:
@@ -171,19 +196,36 @@ def test_tampered_shard_is_refused_by_name_before_loading(vla_root: Path, tmp_pa
     data = bytearray(shard.read_bytes())
     data[-1] ^= 0xFF
     shard.write_bytes(bytes(data))
-    result = subprocess.run([sys.executable, "-m", "inference_server.cli", "--epoch", "ep6",
-                             "--checkpoint-root", str(copy), "--port", "0"],
-                            capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-m", "inference_server.cli", "--epoch", "ep6", "--checkpoint-root", str(copy), "--port", "0"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 2
     assert "model-00002-of-00003.safetensors differs from its sealed hash" in result.stderr
     assert "SERVING ep6" not in result.stderr
 
 
 def test_flash_attention_falls_back_to_sdpa_without_cuda(vla_root: Path) -> None:
-    result = subprocess.run([sys.executable, "-m", "inference_server.cli", "--epoch", "ep6",
-                             "--checkpoint-root", str(vla_root), "--dry-run",
-                             "--attn-impl", "flash_attention_2", "--tf32"],
-                            capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "inference_server.cli",
+            "--epoch",
+            "ep6",
+            "--checkpoint-root",
+            str(vla_root),
+            "--dry-run",
+            "--attn-impl",
+            "flash_attention_2",
+            "--tf32",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr
     precision = json.loads(result.stdout)["identity"]["precision"]
     assert precision["attn_impl"] == "sdpa" and precision["tf32"] is False

@@ -8,9 +8,8 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
-
 from inference_helpers import episode, free_port, images, make_checkpoint, state
+from prometheus_client.parser import text_string_to_metric_families
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 
@@ -18,8 +17,12 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 def _samples(port: int) -> dict[str, float]:
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
         text = response.read().decode()
-    return {sample.name: sample.value for family in text_string_to_metric_families(text) for sample in family.samples
-            if not sample.labels or sample.labels == {"le": "+Inf"}}
+    return {
+        sample.name: sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if not sample.labels or sample.labels == {"le": "+Inf"}
+    }
 
 
 def test_sessions_steps_batch_size_queue_delay_and_latency(tmp_path: Path, start_server) -> None:
@@ -43,6 +46,10 @@ def test_sessions_steps_batch_size_queue_delay_and_latency(tmp_path: Path, start
 
 
 def test_metrics_port_out_of_range_is_a_usage_error(tmp_path: Path) -> None:
-    run = subprocess.run([sys.executable, "-m", "inference_server.cli", "--epoch", "x", "--metrics-port", "-1"],
-                         capture_output=True, text=True, timeout=60)
+    run = subprocess.run(
+        [sys.executable, "-m", "inference_server.cli", "--epoch", "x", "--metrics-port", "-1"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert run.returncode == 2 and "--metrics-port" in run.stderr

@@ -1,0 +1,148 @@
+"""What a RoboTwin manifest holds, and reading one episode's entry back.
+
+An entry carries everything that fixes an episode (the accepted seed, the instruction text, its
+pool, the task config and the step limit), because none of it can be recomputed from an index:
+seeds come from an expert-check scan and upstream draws instructions from an unseeded RNG. The
+protocol block states how the episode is run (absolute joint targets, the policy's cameras); a
+worker that runs any other protocol refuses the manifest instead of evaluating something else.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from benchmarks.base import BenchmarkError, episode_entry
+from benchmarks.robotwin.config import POLICY_CAMERAS, SETTINGS
+from benchmarks.robotwin.root import EXPECTED_COMMIT
+from manifests.format import Manifest, build, parse
+
+BENCHMARK = "robotwin"
+PROTOCOL: Mapping[str, Any] = {
+    "action": "take_action(action, 'qpos'): [left 6 joints, left gripper, right 6 joints, right gripper]",
+    "action_dim": 14,
+    "cameras": list(POLICY_CAMERAS),
+    "state": ["joint_action"],
+    "step": "one take_action call",
+    "success": "eval_success, latched by check_success after every physics sub-step",
+}
+_DIGEST_RE = re.compile(r"^[0-9a-f]{64}$")
+
+
+@dataclass(frozen=True)
+class EpisodeSpec:
+    """One episode as its manifest entry fixes it."""
+
+    task: str
+    setting: str
+    index: int
+    episode_id: str
+    seed: int
+    instruction: str
+    instruction_type: str
+    task_config: str
+    step_limit: int
+    initial_observation_digest: str | None = None
+
+
+def episode_id(task: str, setting: str, index: int) -> str:
+    return f"{task}-{setting}-{index:04d}"
+
+
+def entry(
+    *,
+    episode_id: str,
+    seed: int,
+    instruction: str,
+    setting: str,
+    step_limit: int,
+    initial_observation_digest: str | None = None,
+) -> dict[str, Any]:
+    """One manifest entry; the setting's task config and instruction pool are spelled out in it.
+
+    ``initial_observation_digest``, when recorded, lets a worker detect simulator or asset drift
+    from the first observation instead of after a whole rollout.
+    """
+    data = {
+        "episode_id": episode_id,
+        "seed": seed,
+        "instruction": instruction,
+        "instruction_type": SETTINGS[setting].instruction_type,
+        "task_config": SETTINGS[setting].task_config,
+        "step_limit": step_limit,
+    }
+    if initial_observation_digest is not None:
+        data["initial_observation_digest"] = initial_observation_digest
+    return data
+
+
+def seal(*, task: str, setting: str, entries: list[dict[str, Any]], source: Mapping[str, Any]) -> Manifest:
+    """Seals one task x setting population under the RoboTwin protocol and commit."""
+    manifest = build(
+        benchmark=BENCHMARK,
+        task=task,
+        setting=setting,
+        episodes=entries,
+        protocol=PROTOCOL,
+        versions={"robotwin": EXPECTED_COMMIT},
+        source=source,
+    )
+    for index in range(len(manifest)):
+        episode_spec(manifest, index, EXPECTED_COMMIT)
+    return manifest
+
+
+def episode_spec(manifest: Manifest, index: int, commit: str) -> EpisodeSpec:
+    """Entry ``index`` of a RoboTwin manifest, after checking it is intact and runnable at ``commit``.
+
+    The manifest is parsed again from its bytes: a Manifest is a plain dataclass, and only data
+    that hashes to the manifest's name may decide what runs.
+    """
+    manifest = parse(manifest.body, expected_hash=manifest.hash)
+    data = episode_entry(manifest, BENCHMARK, index)
+    if dict(manifest.data["protocol"]) != dict(PROTOCOL):
+        raise BenchmarkError(
+            f"is {manifest.data['protocol']!r}, this adapter runs {dict(PROTOCOL)!r}", field="protocol"
+        )
+    built_for = manifest.data["versions"].get("robotwin")
+    if built_for != commit:
+        raise BenchmarkError(
+            f"manifest is for RoboTwin {built_for!r}, this root is at {commit}", field="versions.robotwin"
+        )
+    if manifest.setting not in SETTINGS:
+        raise BenchmarkError(f"{manifest.setting!r} is not one of {', '.join(SETTINGS)}", field="setting")
+    return entry_spec(manifest.task, manifest.setting, index, data)
+
+
+def entry_spec(task: str, setting_name: str, index: int, data: Mapping[str, Any]) -> EpisodeSpec:
+    """Validates one entry of a ``task`` x ``setting_name`` manifest and returns what it fixes."""
+    setting = SETTINGS[setting_name]
+    where = f"episodes[{index}]"
+    expected = {"instruction_type": setting.instruction_type, "task_config": setting.task_config}
+    for key, value in expected.items():
+        if data.get(key) != value:
+            raise BenchmarkError(
+                f"is {data.get(key)!r}, setting {setting.name} needs {value!r}", field=f"{where}.{key}"
+            )
+    for key, least in (("seed", 0), ("step_limit", 1)):
+        if type(data.get(key)) is not int or data[key] < least:
+            raise BenchmarkError(f"must be an integer >= {least}, got {data.get(key)!r}", field=f"{where}.{key}")
+    if not isinstance(data.get("instruction"), str) or not data["instruction"].strip():
+        raise BenchmarkError("must be a non-empty string", field=f"{where}.instruction")
+    digest = data.get("initial_observation_digest")
+    if digest is not None and not (isinstance(digest, str) and _DIGEST_RE.match(digest)):
+        raise BenchmarkError("must be a sha256 hex digest", field=f"{where}.initial_observation_digest")
+    return EpisodeSpec(
+        task=task,
+        setting=setting_name,
+        index=index,
+        episode_id=data["episode_id"],
+        seed=data["seed"],
+        instruction=data["instruction"],
+        instruction_type=data["instruction_type"],
+        task_config=data["task_config"],
+        step_limit=data["step_limit"],
+        initial_observation_digest=digest,
+    )

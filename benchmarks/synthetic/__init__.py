@@ -1,0 +1,1 @@
+"""The synthetic benchmark: seeded durations and successes, no simulator (`adapter`, `manifest`)."""

@@ -1,0 +1,1 @@
+"""The Scheduler service as a client sees it: `SchedulerClient`, its typed errors and limits."""

@@ -1,0 +1,271 @@
+"""Python API for the scheduler: what the CLI, the renderer worker and scripts use.
+
+Calls raise the typed errors of ``evalfleet.scheduler_api.errors`` (``StaleLease``, ``NotFound``, ...) rather
+than raw ``grpc.RpcError``. Wire types are the generated protobuf messages: ``claim`` returns an
+``evalfleet.v1.Lease`` (``task_id``, ``attempt``, ``fencing_token``, ``manifest_hash``,
+``episodes``), status and summary return their response messages.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import grpc
+
+from evalfleet.auth import bearer_metadata
+from evalfleet.channels import channel_options, open_channel
+from evalfleet.scheduler_api.errors import from_rpc_error
+from evalfleet.scheduler_api.limits import MAX_TEXT_BYTES, MESSAGE_LIMIT
+from evalfleet.v1 import scheduler_pb2 as pb
+from evalfleet.v1 import scheduler_pb2_grpc as pb_grpc
+from manifests.format import Manifest
+
+DEFAULT_ADDRESS = "127.0.0.1:50051"
+ADDRESS_ENV = "EVALFLEET_SCHEDULER"
+
+Lease = pb.Lease
+
+
+def default_address() -> str:
+    return os.environ.get(ADDRESS_ENV) or DEFAULT_ADDRESS
+
+
+def new_submission_id() -> str:
+    """A readable, unique id, made on the client so that a retried Submit stays idempotent."""
+    return time.strftime("s%Y%m%d-%H%M%S-", time.gmtime()) + secrets.token_hex(3)
+
+
+def selector(
+    submission_id: str = "",
+    task_ids: Iterable[str] = (),
+    route: str = "",
+    states: Iterable[str] = (),
+) -> pb.TaskSelector:
+    """Builds a task selector; states are names such as ``"failed"``."""
+    return pb.TaskSelector(
+        submission_id=submission_id,
+        task_ids=list(task_ids),
+        route=route,
+        states=[pb.TaskState.Value(f"TASK_STATE_{state.upper()}") for state in states],
+    )
+
+
+class SchedulerClient:
+    def __init__(
+        self,
+        address: str | None = None,
+        token: str | None = None,
+        *,
+        tls_ca: bytes | None = None,
+        timeout: float = 30.0,
+    ) -> None:
+        self.address = address or default_address()
+        # A worker must be back within a lease period of the scheduler's return, so it tries to
+        # reconnect at least every 2 s.
+        options = channel_options(MESSAGE_LIMIT, max_reconnect_backoff_ms=2000)
+        self._channel = open_channel(self.address, options, tls_ca)
+        self._stub = pb_grpc.SchedulerStub(self._channel)
+        self._metadata = bearer_metadata(token)
+        self.timeout = timeout
+
+    def close(self) -> None:
+        self._channel.close()
+
+    def __enter__(self) -> SchedulerClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _call(self, method: str, request: Any, timeout: float | None = None) -> Any:
+        try:
+            return getattr(self._stub, method)(request, timeout=timeout or self.timeout, metadata=self._metadata)
+        except grpc.RpcError as error:
+            raise from_rpc_error(error) from None
+
+    def wait_ready(self, timeout: float = 30.0) -> None:
+        """Blocks until the channel connects (e.g. while the scheduler restarts)."""
+        try:
+            grpc.channel_ready_future(self._channel).result(timeout=timeout)
+        except grpc.FutureTimeoutError:
+            raise TimeoutError(f"scheduler at {self.address} not reachable within {timeout}s") from None
+
+    # Manifests and submissions ----------------------------------------------------------------
+
+    def put_manifest(self, manifest: Manifest | bytes) -> str:
+        body = manifest.body if isinstance(manifest, Manifest) else manifest
+        expected = manifest.hash if isinstance(manifest, Manifest) else ""
+        return self._call("PutManifest", pb.PutManifestRequest(body=body, expected_hash=expected)).hash
+
+    def get_manifest(self, manifest_hash: str) -> bytes:
+        return self._call("GetManifest", pb.GetManifestRequest(hash=manifest_hash)).body
+
+    def submit(
+        self,
+        manifests: Sequence[Manifest | str],
+        route: str,
+        *,
+        batch_size: int = 5,
+        max_attempts: int = 3,
+        priority: int = 0,
+        submission_id: str | None = None,
+        checkpoint: str = "",
+        labels: Mapping[str, Any] | None = None,
+    ) -> pb.SubmitResponse:
+        """Uploads the manifests (by value) or refers to stored ones (by hash), then submits."""
+        hashes = [self.put_manifest(m) if isinstance(m, Manifest) else m for m in manifests]
+        request = pb.SubmitRequest(
+            submission_id=submission_id or new_submission_id(),
+            manifest_hashes=hashes,
+            route=route,
+            batch_size=batch_size,
+            max_attempts=max_attempts,
+            priority=priority,
+            checkpoint=checkpoint,
+            labels_json=json.dumps(dict(labels or {})),
+        )
+        return self._call("Submit", request)
+
+    # Worker side ------------------------------------------------------------------------------
+
+    def register_worker(
+        self,
+        worker_id: str,
+        routes: Sequence[str],
+        *,
+        host: str = "",
+        gpu_uuid: str = "",
+        versions: Mapping[str, Any] | None = None,
+    ) -> pb.RegisterWorkerResponse:
+        request = pb.RegisterWorkerRequest(
+            worker_id=worker_id,
+            host=host,
+            gpu_uuid=gpu_uuid,
+            routes=list(routes),
+            versions_json=json.dumps(dict(versions or {})),
+        )
+        return self._call("RegisterWorker", request)
+
+    def claim(self, worker_id: str, routes: Sequence[str], checkpoints: Sequence[str] = ()) -> Lease | None:
+        response = self._call("Claim", claim_request(worker_id, routes, checkpoints))
+        return response.lease if response.HasField("lease") else None
+
+    def heartbeat(self, lease: Lease, worker_id: str = "") -> pb.HeartbeatResponse:
+        return self._call("Heartbeat", pb.HeartbeatRequest(lease=_ref(lease), worker_id=worker_id))
+
+    def report_episode(
+        self,
+        lease: Lease,
+        index: int,
+        success: bool,
+        *,
+        steps: int = 0,
+        wall_seconds: float = 0.0,
+        trace_digest: str = "",
+        info: Mapping[str, Any] | None = None,
+    ) -> bool:
+        """Stores one episode's result; returns True when it had been stored already."""
+        result = episode_result(
+            index, success, steps=steps, wall_seconds=wall_seconds, trace_digest=trace_digest, info=info
+        )
+        return self._call("ReportEpisode", pb.ReportEpisodeRequest(lease=_ref(lease), result=result)).duplicate
+
+    def complete(
+        self,
+        lease: Lease,
+        result: Mapping[str, Any] | None = None,
+        *,
+        episodes: Sequence[pb.EpisodeResult] = (),
+        claim_next: pb.ClaimRequest | None = None,
+    ) -> Lease | None:
+        """Completes the task, storing ``episodes`` (see ``episode_result``) with it in one write.
+
+        With ``claim_next`` (see ``claim_request``) the next lease comes back in the same round
+        trip; returns it, or None.
+        """
+        request = pb.CompleteRequest(
+            lease=_ref(lease),
+            result_json=json.dumps(dict(result)) if result else "",
+            results=list(episodes),
+            claim_next=claim_next,
+        )
+        response = self._call("Complete", request)
+        return response.next if response.HasField("next") else None
+
+    def fail(self, lease: Lease, error: str, retryable: bool = True) -> str:
+        """Ends the attempt as an infrastructure failure; returns the task's new state name."""
+        request = pb.FailRequest(lease=_ref(lease), error=clip_text(error), retryable=retryable)
+        response = self._call("Fail", request)
+        return pb.TaskState.Name(response.state).removeprefix("TASK_STATE_").lower()
+
+    def release(self, lease: Lease, reason: str = "") -> None:
+        self._call("Release", pb.ReleaseRequest(lease=_ref(lease), reason=clip_text(reason)))
+
+    # Reads and operations ---------------------------------------------------------------------
+
+    def status(self, submission_id: str = "") -> pb.GetStatusResponse:
+        return self._call("GetStatus", pb.GetStatusRequest(submission_id=submission_id))
+
+    def summary(self, submission_id: str) -> pb.GetSummaryResponse:
+        return self._call("GetSummary", pb.GetSummaryRequest(submission_id=submission_id))
+
+    def tasks(self, task_selector: pb.TaskSelector | None = None, limit: int = 0) -> pb.ListTasksResponse:
+        return self._call("ListTasks", pb.ListTasksRequest(selector=task_selector, limit=limit))
+
+    def workers(self) -> list[pb.WorkerInfo]:
+        return list(self._call("ListWorkers", pb.ListWorkersRequest()).workers)
+
+    def task(self, task_id: str) -> pb.GetTaskResponse:
+        """One task with every attempt (worker, start, end, outcome, error) and its episode results."""
+        return self._call("GetTask", pb.GetTaskRequest(task_id=task_id))
+
+    def cancel(self, task_selector: pb.TaskSelector) -> int:
+        return self._call("Cancel", pb.CancelRequest(selector=task_selector)).changed
+
+    def requeue(self, task_selector: pb.TaskSelector) -> int:
+        return self._call("Requeue", pb.RequeueRequest(selector=task_selector)).changed
+
+    def set_priority(self, task_selector: pb.TaskSelector, priority: int) -> int:
+        return self._call("SetPriority", pb.SetPriorityRequest(selector=task_selector, priority=priority)).changed
+
+
+def claim_request(worker_id: str, routes: Sequence[str], checkpoints: Sequence[str] = ()) -> pb.ClaimRequest:
+    return pb.ClaimRequest(worker_id=worker_id, routes=list(routes), checkpoints=list(checkpoints))
+
+
+def episode_result(
+    index: int,
+    success: bool,
+    *,
+    steps: int = 0,
+    wall_seconds: float = 0.0,
+    trace_digest: str = "",
+    info: Mapping[str, Any] | None = None,
+) -> pb.EpisodeResult:
+    return pb.EpisodeResult(
+        episode_index=index,
+        success=success,
+        steps=steps,
+        wall_seconds=wall_seconds,
+        trace_digest=trace_digest,
+        info_json=json.dumps(dict(info)) if info else "",
+    )
+
+
+def clip_text(text: str, limit: int = MAX_TEXT_BYTES) -> str:
+    """Cuts diagnostic text to what the scheduler stores, marking the cut. A simulator's error can
+    be arbitrarily long; refusing it would leave the worker unable to end the attempt at all."""
+    encoded = text.encode("utf-8")
+    if len(encoded) <= limit:
+        return text
+    marker = f" [... cut; {len(encoded)} bytes in all]"
+    return encoded[: limit - len(marker)].decode("utf-8", "ignore") + marker
+
+
+def _ref(lease: Lease) -> pb.LeaseRef:
+    return pb.LeaseRef(task_id=lease.task_id, fencing_token=lease.fencing_token)

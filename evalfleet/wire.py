@@ -1,0 +1,58 @@
+"""Malformed request bytes are the caller's error: INVALID_ARGUMENT, not grpc's UNKNOWN.
+
+grpc's Python server deserializes a unary request before the servicer runs, and a DecodeError
+there surfaces as UNKNOWN with a traceback in the server log, the same as a server bug. This
+interceptor swaps in a deserializer that turns unparseable bytes into a marker and a behavior
+that refuses the marker with INVALID_ARGUMENT, so UNKNOWN and INTERNAL keep meaning "server bug".
+Streaming calls are left as they are: their messages are read inside the servicer, which refuses
+unparseable ones itself (inference_server.service._read).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import grpc
+from google.protobuf.message import DecodeError
+
+
+class _Malformed:
+    """Stands in for a request whose bytes did not parse."""
+
+    def __init__(self, error: DecodeError) -> None:
+        self.error = error
+
+
+class MalformedRequestInterceptor(grpc.aio.ServerInterceptor):
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler:
+        handler = await continuation(handler_call_details)
+        if handler is None or handler.unary_unary is None or handler.request_deserializer is None:
+            return handler
+        return handler._replace(
+            request_deserializer=_lenient(handler.request_deserializer),
+            unary_unary=_refusing(handler.unary_unary),
+        )
+
+
+def _lenient(deserialize: Callable[[bytes], Any]) -> Callable[[bytes], Any]:
+    def parse(data: bytes) -> Any:
+        try:
+            return deserialize(data)
+        except DecodeError as error:
+            return _Malformed(error)
+
+    return parse
+
+
+def _refusing(behavior: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+    async def refuse_or_run(request: Any, context: grpc.aio.ServicerContext) -> Any:
+        if isinstance(request, _Malformed):
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"request does not parse: {request.error}")
+        return await behavior(request, context)
+
+    return refuse_or_run
