@@ -56,7 +56,13 @@ class Observation:
 
 
 @dataclass(frozen=True)
-class EpisodeResult:
+class EpisodeVerdict:
+    """What the benchmark says of an episode: success, steps taken and the digest of its trace.
+
+    Named apart from the wire's `evalfleet.v1.EpisodeResult`, which the worker builds from this
+    plus the wall time and the episode log.
+    """
+
     success: bool
     steps: int
     trace_digest: str
@@ -84,7 +90,7 @@ class Episode(abc.ABC):
         """Success reached (latched) or the step limit hit."""
 
     @abc.abstractmethod
-    def result(self) -> EpisodeResult:
+    def result(self) -> EpisodeVerdict:
         """Success, steps taken and the digest of the benchmark-owned trace so far."""
 
     def close(self) -> None:  # noqa: B027 (an optional hook: an episode without a simulator has nothing to release)

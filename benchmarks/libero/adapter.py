@@ -23,7 +23,7 @@ from benchmarks.base import (
     Benchmark,
     BenchmarkError,
     Episode,
-    EpisodeResult,
+    EpisodeVerdict,
     Observation,
     TraceDigest,
     observation_digest,
@@ -152,8 +152,8 @@ class LiberoEpisode(Episode):
     def done(self) -> bool:
         return self._success or self._steps >= self.max_steps
 
-    def result(self) -> EpisodeResult:
-        return EpisodeResult(
+    def result(self) -> EpisodeVerdict:
+        return EpisodeVerdict(
             success=self._success,
             steps=self._steps,
             trace_digest=self._trace.hexdigest(),

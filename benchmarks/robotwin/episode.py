@@ -18,7 +18,7 @@ import numpy as np
 from benchmarks.base import (
     BenchmarkError,
     Episode,
-    EpisodeResult,
+    EpisodeVerdict,
     Observation,
     TraceDigest,
     observation_digest,
@@ -98,8 +98,8 @@ class RoboTwinEpisode(Episode):
     def done(self) -> bool:
         return self._success or self._steps >= self.max_steps
 
-    def result(self) -> EpisodeResult:
-        return EpisodeResult(
+    def result(self) -> EpisodeVerdict:
+        return EpisodeVerdict(
             success=self._success,
             steps=self._steps,
             trace_digest=self._trace.hexdigest(),

@@ -21,7 +21,7 @@ from benchmarks.base import (
     Benchmark,
     BenchmarkError,
     Episode,
-    EpisodeResult,
+    EpisodeVerdict,
     Observation,
     TraceDigest,
     episode_entry,
@@ -141,8 +141,8 @@ class SyntheticEpisode(Episode):
     def done(self) -> bool:
         return self._steps >= self.max_steps
 
-    def result(self) -> EpisodeResult:
-        return EpisodeResult(
+    def result(self) -> EpisodeVerdict:
+        return EpisodeVerdict(
             success=self._spec.success and self.done,
             steps=self._steps,
             trace_digest=self._trace.hexdigest(),

@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 from benchmarks import adapter_class
-from benchmarks.base import BenchmarkError, EpisodeResult, Observation
+from benchmarks.base import BenchmarkError, EpisodeVerdict, Observation
 from benchmarks.libero.runtime import installed_versions, read_init_states, resolve_task
 from benchmarks.libero.sim import to_observation
 from manifests.format import Manifest, ManifestError, build
@@ -62,7 +62,7 @@ def _run_groups(
     manifest: Manifest,
     groups: Iterable[Iterable[int]],
     policy: Callable[[Observation], np.ndarray] = _towards_first_object,
-) -> dict[int, EpisodeResult]:
+) -> dict[int, EpisodeVerdict]:
     """Runs each group's episodes interleaved, one step each in turn, as a worker with N in flight."""
     results = {}
     for group in groups:
@@ -109,7 +109,7 @@ def adapter() -> LiberoBenchmark:
 
 
 @pytest.fixture(scope="module")
-def reference(spatial: Manifest, adapter: LiberoBenchmark) -> dict[int, EpisodeResult]:
+def reference(spatial: Manifest, adapter: LiberoBenchmark) -> dict[int, EpisodeVerdict]:
     """Every spatial trial, one at a time in manifest order on one reused environment (batch size 1)."""
     return _run_groups(adapter, spatial, ([i] for i in range(SPATIAL_TRIALS)))
 
@@ -136,7 +136,7 @@ def test_scan_records_each_trials_place_in_the_stream(spatial: Manifest) -> None
 
 @pytest.mark.timeout(240)
 def test_trial_alone_or_after_others_in_any_order_traces_the_same(
-    spatial: Manifest, reference: dict[int, EpisodeResult]
+    spatial: Manifest, reference: dict[int, EpisodeVerdict]
 ) -> None:
     fresh = LiberoBenchmark(max_idle_envs=1)
     try:
@@ -150,7 +150,7 @@ def test_trial_alone_or_after_others_in_any_order_traces_the_same(
 
 @pytest.mark.timeout(300)
 def test_batch_sizes_one_two_and_five_give_the_same_results(
-    spatial: Manifest, reference: dict[int, EpisodeResult]
+    spatial: Manifest, reference: dict[int, EpisodeVerdict]
 ) -> None:
     wide = LiberoBenchmark(max_idle_envs=5)
     try:
@@ -164,7 +164,7 @@ def test_batch_sizes_one_two_and_five_give_the_same_results(
 
 @pytest.mark.timeout(240)
 def test_policy_side_rng_changes_nothing_the_benchmark_owns(
-    spatial: Manifest, adapter: LiberoBenchmark, reference: dict[int, EpisodeResult]
+    spatial: Manifest, adapter: LiberoBenchmark, reference: dict[int, EpisodeVerdict]
 ) -> None:
     torch = importlib.import_module("torch") if importlib.util.find_spec("torch") else None
 
