@@ -2,11 +2,11 @@
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
-EXTRAS := test,inference,libero,robotwin,plots
+EXTRAS := test,lint,inference,libero,robotwin,plots
 INSTALL_STAMP := $(VENV)/.evalfleet-installed
 PROTO_SRC := $(wildcard protos/evalfleet/v1/*.proto)
 
-.PHONY: demo test protos bench clean iproute2
+.PHONY: demo test lint protos bench clean iproute2
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -35,6 +35,13 @@ iproute2:
 # LIBERO is installed above, so its tests must run, not skip.
 test: $(INSTALL_STAMP) /usr/bin/chromium iproute2
 	EVALFLEET_REQUIRE_LIBERO=1 $(PY) -m pytest --durations=20
+
+# Lint, format, types and the layering contracts (pyproject.toml); CI runs this before the tests.
+lint: $(INSTALL_STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
 
 # Regenerates the committed Python code (evalfleet/v1/) from the .proto files (tests fail when it is stale).
 protos: $(INSTALL_STAMP)
