@@ -5,7 +5,8 @@
   errors both sides raise, and the pure functions of the wire messages both sides compute.
 - `evalfleet.auth`, `evalfleet.channels`, `evalfleet.wire`: bearer tokens, client channels and
   server-side request parsing, shared by both servers and every client.
-- `evalfleet.local_fleet`: the process harness that starts a whole fleet on one machine.
+- `evalfleet.processes`, `evalfleet.local_fleet`: the process harness (one child process: start,
+  wait, measure, stop) and, on it, a whole fleet on one machine.
 
 Nothing here imports a service package (`scheduler`, `inference_server`, `renderer_worker`): a
 renderer worker or a user script loads no server code (import-linter holds this in CI).

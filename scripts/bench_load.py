@@ -55,7 +55,8 @@ from bench_scheduler import (
     stop_workers,
 )
 
-from evalfleet.local_fleet import ServiceProcess, free_port, scheduler_argv, wait_serving
+from evalfleet.local_fleet import scheduler_argv, wait_serving
+from evalfleet.processes import ServiceProcess, free_port
 from evalfleet.scheduler_api.client import SchedulerClient
 from evalfleet.v1 import scheduler_pb2 as pb
 from evalfleet.v1 import scheduler_pb2_grpc as pb_grpc

@@ -26,16 +26,8 @@ from pathlib import Path
 
 from benchmarks.synthetic.adapter import REFERENCE_POLICY_SETTINGS
 from benchmarks.synthetic.manifest import build_synthetic
-from evalfleet.local_fleet import (
-    WORKER_LINE,
-    ServiceProcess,
-    free_port,
-    policy_argv,
-    scheduler_argv,
-    wait_serving,
-    wait_until,
-    worker_argv,
-)
+from evalfleet.local_fleet import WORKER_LINE, policy_argv, scheduler_argv, wait_serving, worker_argv
+from evalfleet.processes import ServiceProcess, wait_until
 from evalfleet.scheduler_api.client import SchedulerClient
 from inference_server.checkpoint import seal
 from manifests.format import Manifest
@@ -110,7 +102,7 @@ class Fleet:
         self.db = run_dir / "scheduler.sqlite"
         self.logs = run_dir / "logs"
         self.scheduler = ServiceProcess(scheduler_argv(self.db, "--lease-seconds", "4"), self.logs / "scheduler.log")
-        self.policy = ServiceProcess(policy_argv(EPOCH, checkpoint_root, port=free_port()), self.logs / "policy.log")
+        self.policy = ServiceProcess(policy_argv(EPOCH, checkpoint_root), self.logs / "policy.log")
         self.worker_count = workers
         self.time_scale = time_scale
         self.workers: list[ServiceProcess] = []

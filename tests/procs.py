@@ -1,4 +1,10 @@
-"""Process helpers for tests: the local-fleet launcher, and the `scheduler` CLI run as a user would."""
+"""Process helpers for tests: the harness's names, and the `scheduler` CLI run as a user would.
+
+The harness is `evalfleet.processes` (one process: start, wait, stop) and `evalfleet.local_fleet`
+(the services' command lines and health wait). Tests import it from here, beside the helpers that
+only tests need, so that a test names one module for the processes it runs; `__all__` declares
+the re-exports.
+"""
 
 from __future__ import annotations
 
@@ -9,16 +15,22 @@ import subprocess
 import sys
 from pathlib import Path
 
-from evalfleet.local_fleet import (  # noqa: F401  (re-exported for the tests)
-    WORKER_LINE,
-    ServiceProcess,
-    free_port,
-    policy_argv,
-    scheduler_argv,
-    wait_serving,
-    wait_until,
-    worker_argv,
-)
+from evalfleet.local_fleet import WORKER_LINE, policy_argv, scheduler_argv, wait_serving, worker_argv
+from evalfleet.processes import ServiceProcess, free_port, wait_until
+
+__all__ = [
+    "WORKER_LINE",
+    "ServiceProcess",
+    "cli",
+    "db_fingerprint",
+    "free_port",
+    "policy_argv",
+    "policy_steps_logged",
+    "scheduler_argv",
+    "wait_serving",
+    "wait_until",
+    "worker_argv",
+]
 
 
 def cli(*args: str, env: dict[str, str] | None = None, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
