@@ -2,8 +2,9 @@
 
 Labtasker pins its own FastAPI / httpx / SQLAlchemy stack, so it lives in a separate virtual
 environment (``.venv-bench``) and this module runs there as a subprocess of the benchmark. It reuses
-the benchmark's harness (process handling, /proc sampling, drain and claim loops) so both systems
-are measured the same way, and writes its results as JSON for the benchmark's table.
+the benchmark's drain and claim loops and the process harness (``evalfleet.processes``, standard
+library only, taken from this checkout since evalfleet is not installed there) so both systems are
+measured the same way, and writes its results as JSON for the benchmark's table.
 
 Labtasker's worker protocol (from its ``labtasker.worker`` loop): claim with a caller-made run id,
 then complete under that run id. The benchmark's "report one episode" step maps to its
@@ -20,7 +21,6 @@ import io
 import json
 import re
 import secrets
-import socket
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -28,41 +28,38 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
 from bench_scheduler import (
+    START_TIMEOUT_S,
     WARMUP_CLAIMS,
     ClaimCost,
     DrainResult,
-    ServerProcess,
     WorkerOps,
     describe_claims,
     describe_drain,
     measure_claims,
     progress,
     run_drain,
-    running_server,
     stop_on_sigterm,
 )
+
+from evalfleet.processes import ServiceProcess, free_port
 
 T = TypeVar("T")
 ROUTE = "default"
 BUSY_RETRIES = 50
 POPULATE_THREADS = 4
-_READY = re.compile(r"Uvicorn running on http://(\S+:\d+)")
+_READY = re.compile(r"Uvicorn running on http://(\S+):(\d+)")
 
 
-def free_port() -> int:
-    """A port the kernel just handed out on 127.0.0.1 (Labtasker cannot bind port 0 itself)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def labtasker_server(db: Path) -> contextlib.AbstractContextManager[ServerProcess]:
+def labtasker_server(db: Path) -> ServiceProcess:
+    """A started Labtasker server, stopped when its block exits; it cannot bind port 0 itself."""
     argv = [
         sys.executable, "-m", "labtasker_server", "serve", "--connection", "http", "--host", "127.0.0.1",
         "--port", str(free_port()), "--database", str(db), "--database-filesystem", "local",
     ]  # fmt: skip
-    return running_server(argv, _READY, db.with_suffix(".log"))
+    return ServiceProcess(argv, db.with_suffix(".log"), ready=_READY).start(START_TIMEOUT_S)
 
 
 def retry_busy(call: Callable[[], T]) -> T:

@@ -26,7 +26,6 @@ import argparse
 import asyncio
 import json
 import math
-import multiprocessing
 import os
 import platform
 import random
@@ -46,17 +45,16 @@ import grpc
 from bench_scheduler import (
     ROUTE,
     command_line,
-    cpu_seconds,
     evalfleet_populate,
     percentile,
     progress,
     render,
+    run_timed,
     stop_on_sigterm,
-    stop_workers,
 )
 
 from evalfleet.local_fleet import scheduler_argv, wait_serving
-from evalfleet.processes import ServiceProcess, free_port
+from evalfleet.processes import ServiceProcess, free_port, peak_rss_mib, rss_mib
 from evalfleet.scheduler_api.client import SchedulerClient
 from evalfleet.v1 import scheduler_pb2 as pb
 from evalfleet.v1 import scheduler_pb2_grpc as pb_grpc
@@ -284,12 +282,6 @@ def merge(tallies: Sequence[dict[str, Any]]) -> GeneratorTally:
 # The scheduler process: memory, CPU and its own claim histogram.
 
 
-def proc_status_mib(pid: int, key: str) -> float:
-    """A memory line of /proc/PID/status in MiB: VmRSS (resident now) or VmHWM (its high-water mark)."""
-    match = re.search(rf"^{key}:\s+(\d+) kB", Path(f"/proc/{pid}/status").read_text(), re.MULTILINE)
-    return int(match.group(1)) / 1024 if match else math.nan
-
-
 class RssSampler:
     """Samples VmRSS once a second on a thread, so memory is followed over the whole phase."""
 
@@ -301,18 +293,18 @@ class RssSampler:
         self._thread = threading.Thread(target=self._run, name="rss-sampler", daemon=True)
 
     def __enter__(self) -> RssSampler:
-        self.samples.append(proc_status_mib(self.pid, "VmRSS"))
+        self.samples.append(rss_mib(self.pid))
         self._thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join()
-        self.samples.append(proc_status_mib(self.pid, "VmRSS"))
+        self.samples.append(rss_mib(self.pid))
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval_s):
-            self.samples.append(proc_status_mib(self.pid, "VmRSS"))
+            self.samples.append(rss_mib(self.pid))
 
 
 def claim_histogram(http_port: int) -> dict[float, float]:
@@ -418,54 +410,29 @@ def run_phase(tmp: Path, config: LoadConfig) -> PhaseResult:
     db = tmp / f"load-w{config.workers}.sqlite"
     http_port = free_port()
     argv = scheduler_argv(db, "--lease-seconds", str(config.lease_s), "--http-port", str(http_port))
-    server = ServiceProcess(argv, db.with_suffix(".log"))
-    try:
-        server.start()
+    with ServiceProcess(argv, db.with_suffix(".log")).start() as server:
         wait_serving(server.address)
-        assert server.proc is not None
-        pid = server.proc.pid
         started = time.perf_counter()
         evalfleet_populate(server.address, config.tasks, SUBMISSION_ID)
         submit_s = time.perf_counter() - started
-        submit_peak = proc_status_mib(pid, "VmHWM")
+        submit_peak = peak_rss_mib(server.pid)
         progress(f"W={config.workers}: submitted {config.tasks:,} tasks in {submit_s:.1f}s")
         before = claim_histogram(http_port)
-        with RssSampler(pid) as rss:
-            tally, seconds, server_cpu = run_generators(server.address, pid, config)
+        with RssSampler(server.pid) as rss:
+            tally, seconds, server_cpu = run_generators(server.address, server.pid, config)
         after = claim_histogram(http_port)
         with SchedulerClient(server.address, timeout=CALL_TIMEOUT_S) as client:
             status = client.status(SUBMISSION_ID)
-    finally:
-        server.terminate()
     return summarize(config, tally, seconds, server_cpu, rss.samples, (submit_s, submit_peak), (before, after), status)
 
 
 def run_generators(address: str, pid: int, config: LoadConfig) -> tuple[GeneratorTally, float, float]:
     """Spreads the workers over the generator processes; times the phase from their common start."""
-    ctx = multiprocessing.get_context("spawn")
-    barrier = ctx.Barrier(config.generators + 1)
-    results = ctx.Queue()
     ids = [f"load-w{config.workers}-{i:03d}" for i in range(config.workers)]
-    procs = [
-        ctx.Process(target=generator_main, args=(address, ids[g :: config.generators], config, barrier, results))
-        for g in range(config.generators)
-    ]
-    reported = False
-    try:
-        for proc in procs:
-            proc.start()
-        barrier.wait(READY_TIMEOUT_S)
-        cpu0, t0 = cpu_seconds(pid), time.perf_counter()
-        limit = (24 * 3600 if config.drain else config.duration_s) + config.work_max_s + 2 * CALL_TIMEOUT_S
-        tallies = [results.get(timeout=limit) for _ in procs]
-        seconds, server_cpu = time.perf_counter() - t0, cpu_seconds(pid) - cpu0
-        reported = True
-    finally:
-        stop_workers(procs, 15.0 if reported else 0.0)
-    failed = [t["error"] for t in tallies if "error" in t]
-    if failed:
-        raise RuntimeError("; ".join(failed))
-    return merge(tallies), seconds, server_cpu
+    generator_args = [(address, ids[g :: config.generators], config) for g in range(config.generators)]
+    limit = (24 * 3600 if config.drain else config.duration_s) + config.work_max_s + 2 * CALL_TIMEOUT_S
+    run = run_timed(generator_main, generator_args, pid, limit)
+    return merge(run.reports), run.seconds, run.server_cpu_s
 
 
 def summarize(

@@ -9,8 +9,9 @@ to show whether a claim's cost grows with the backlog.
 
 The baseline is Labtasker 2.8.0 (HTTP + SQLite), run under its own virtual environment
 (``--baseline-python``, default ``.venv-bench/bin/python``) by ``scripts/_labtasker_baseline.py``,
-which reuses this module's harness. This module therefore imports only the standard library at top
-level; evalfleet's modules are imported inside the functions that need them.
+which reuses this module's drain and claim loops. This module therefore imports only the standard
+library and ``evalfleet.processes`` (which needs nothing else) at top level; evalfleet's other
+modules are imported inside the functions that need them.
 
 Run from the repository root: ``.venv/bin/python scripts/bench_scheduler.py [--quick]``.
 Every server and worker process it starts listens on or talks to 127.0.0.1 only, and is stopped on
@@ -27,22 +28,23 @@ import math
 import multiprocessing
 import os
 import platform
-import queue
-import re
 import shlex
 import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from evalfleet.processes import ServiceProcess, cpu_seconds, peak_rss_mib
+
+if TYPE_CHECKING:
+    from evalfleet.scheduler_api.client import SchedulerClient
 
 REPO = Path(__file__).resolve().parents[1]
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 START_TIMEOUT_S = 60.0
 WORKER_READY_TIMEOUT_S = 120.0
 STOP_TIMEOUT_S = 15.0
@@ -105,103 +107,6 @@ def percentile(values: Sequence[float], q: float) -> float:
         return math.nan
     ordered = sorted(values)
     return ordered[max(0, math.ceil(q / 100 * len(ordered)) - 1)]
-
-
-# ---------------------------------------------------------------------------------------------
-# Server processes and what /proc says about them.
-
-
-def cpu_seconds(pid: int) -> float:
-    """utime + stime of every thread of ``pid`` (the server's own CPU, not its clients')."""
-    text = Path(f"/proc/{pid}/stat").read_text()
-    fields = text[text.rindex(")") + 2 :].split()
-    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
-
-
-def peak_rss_mib(pid: int) -> float:
-    """VmHWM: the resident-set high-water mark over the process's life."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return math.nan
-
-
-@dataclass
-class ServerProcess:
-    proc: subprocess.Popen[str]
-    address: str
-    log_path: Path
-
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
-
-    def stop(self) -> None:
-        """SIGTERM (a clean shutdown), then SIGKILL if it does not exit in time."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(STOP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(STOP_TIMEOUT_S)
-
-
-def _pump(proc: subprocess.Popen[str], log_path: Path, lines: queue.Queue[str | None]) -> None:
-    """Copies the server's output to its log and to a queue, so start-up can wait on a line."""
-    assert proc.stdout is not None
-    with open(log_path, "a") as log:
-        for line in proc.stdout:
-            log.write(line)
-            log.flush()
-            lines.put(line)
-    lines.put(None)
-
-
-def _log_tail(log_path: Path, lines: int = 20) -> str:
-    with contextlib.suppress(OSError):
-        return "\n".join(log_path.read_text().splitlines()[-lines:])
-    return ""
-
-
-@contextlib.contextmanager
-def running_server(argv: Sequence[str], ready: re.Pattern[str], log_path: Path) -> Iterator[ServerProcess]:
-    """Starts a server and yields once it prints the line ``ready`` matches (group 1 = address).
-
-    The server gets its own session so a Ctrl-C reaches only this script, which then stops it in
-    order; it is stopped however the block exits.
-    """
-    proc = subprocess.Popen(
-        list(argv),
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        start_new_session=True,
-    )
-    server = ServerProcess(proc, "", log_path)
-    try:
-        lines: queue.Queue[str | None] = queue.Queue()
-        threading.Thread(target=_pump, args=(proc, log_path, lines), daemon=True).start()
-        server.address = _wait_for_address(lines, ready, log_path)
-        yield server
-    finally:
-        server.stop()
-
-
-def _wait_for_address(lines: queue.Queue[str | None], ready: re.Pattern[str], log_path: Path) -> str:
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while (remaining := deadline - time.monotonic()) > 0:
-        try:
-            line = lines.get(timeout=remaining)
-        except queue.Empty:
-            break
-        if line is None:
-            raise RuntimeError(f"server exited during start-up:\n{_log_tail(log_path)}")
-        if match := ready.search(line):
-            return match.group(1)
-    raise TimeoutError(f"server not ready within {START_TIMEOUT_S}s:\n{_log_tail(log_path)}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -277,9 +182,48 @@ def worker_main(
         ops.close()
 
 
+@dataclass(frozen=True)
+class TimedRun:
+    """What the processes of one timed run reported, and the server's share of the run."""
+
+    reports: list[dict[str, Any]]
+    seconds: float
+    server_cpu_s: float
+
+
+def run_timed(
+    target: Callable[..., None], arg_lists: Sequence[tuple[Any, ...]], server_pid: int, report_timeout_s: float
+) -> TimedRun:
+    """Runs ``target(*args, barrier, results)`` in one spawned process per ``args``, and times the run.
+
+    Each process connects, then waits on ``barrier``; the clock and the server's CPU run from the
+    moment all of them are ready until each has put its report (a dict) on ``results``. A report
+    with an ``error`` raises, once every process has been stopped.
+    """
+    ctx = multiprocessing.get_context("spawn")
+    barrier = ctx.Barrier(len(arg_lists) + 1)
+    results = ctx.Queue()
+    procs = [ctx.Process(target=target, args=(*args, barrier, results), daemon=True) for args in arg_lists]
+    reported = False
+    try:
+        for proc in procs:
+            proc.start()
+        barrier.wait(WORKER_READY_TIMEOUT_S)
+        cpu0, t0 = cpu_seconds(server_pid), time.perf_counter()
+        reports = [results.get(timeout=report_timeout_s) for _ in procs]
+        seconds, cpu = time.perf_counter() - t0, cpu_seconds(server_pid) - cpu0
+        reported = True
+    finally:
+        stop_workers(procs, STOP_TIMEOUT_S if reported else 0.0)
+    errors = [r["error"] for r in reports if "error" in r]
+    if errors:
+        raise RuntimeError("; ".join(errors))
+    return TimedRun(reports, seconds, cpu)
+
+
 def run_drain(
     system: str,
-    server: ServerProcess,
+    server: ServiceProcess,
     factory: WorkerFactory,
     handle: str,
     tasks: int,
@@ -287,43 +231,20 @@ def run_drain(
     budget_s: float,
 ) -> DrainResult:
     """Drains ``tasks`` with ``workers`` spawned processes; server CPU is sampled around the drain."""
-    ctx = multiprocessing.get_context("spawn")
-    barrier = ctx.Barrier(workers + 1)
-    results = ctx.Queue()
-    procs = [
-        ctx.Process(
-            target=worker_main,
-            args=(factory, server.address, handle, i, tasks, budget_s, barrier, results),
-            daemon=True,
-        )
-        for i in range(workers)
-    ]
-    reported = False
-    try:
-        for proc in procs:
-            proc.start()
-        barrier.wait(WORKER_READY_TIMEOUT_S)
-        cpu0, t0 = cpu_seconds(server.pid), time.perf_counter()
-        reports = [results.get(timeout=budget_s + 60) for _ in procs]
-        seconds, cpu = time.perf_counter() - t0, cpu_seconds(server.pid) - cpu0
-        reported = True
-    finally:
-        stop_workers(procs, STOP_TIMEOUT_S if reported else 0.0)
-    errors = [r["error"] for r in reports if "error" in r]
-    if errors:
-        raise RuntimeError("; ".join(errors))
-    done = sum(r["done"] for r in reports)
-    claim_ms = [ms for r in reports for ms in r["claim_ms"]]
+    worker_args = [(factory, server.address, handle, i, tasks, budget_s) for i in range(workers)]
+    run = run_timed(worker_main, worker_args, server.pid, budget_s + 60)
+    done = sum(r["done"] for r in run.reports)
+    claim_ms = [ms for r in run.reports for ms in r["claim_ms"]]
     return DrainResult(
         system=system,
         workers=workers,
         tasks=tasks,
         done=done,
-        seconds=seconds,
+        seconds=run.seconds,
         claim_p50_ms=percentile(claim_ms, 50),
         claim_p99_ms=percentile(claim_ms, 99),
-        cpu_ms_per_task=cpu * 1000 / done if done else math.nan,
-        worker_cpu_ms_per_task=sum(r["cpu_s"] for r in reports) * 1000 / done if done else math.nan,
+        cpu_ms_per_task=run.server_cpu_s * 1000 / done if done else math.nan,
+        worker_cpu_ms_per_task=sum(r["cpu_s"] for r in run.reports) * 1000 / done if done else math.nan,
         peak_rss_mib=peak_rss_mib(server.pid),
         finished=done == tasks,
     )
@@ -345,7 +266,7 @@ def stop_workers(procs: Sequence[multiprocessing.process.BaseProcess], grace_s: 
 
 
 def measure_claims(
-    system: str, server: ServerProcess, claim: Callable[[], Any], pending: int, claims: int
+    system: str, server: ServiceProcess, claim: Callable[[], Any], pending: int, claims: int
 ) -> ClaimCost:
     """Times ``claims`` sequential claims after a short warm-up; the caller queued enough tasks."""
     for _ in range(WARMUP_CLAIMS):
@@ -392,15 +313,13 @@ def describe_drain(result: DrainResult) -> str:
 # ---------------------------------------------------------------------------------------------
 # evalfleet.
 
-_EVALFLEET_READY = re.compile(r"scheduler listening on (\S+:\d+)")
 
+def evalfleet_server(db: Path, synchronous: str) -> ServiceProcess:
+    """A started scheduler on 127.0.0.1, its log beside the database; stopped when its block exits."""
+    from evalfleet.local_fleet import scheduler_argv
 
-def evalfleet_server(db: Path, synchronous: str) -> contextlib.AbstractContextManager[ServerProcess]:
-    argv = [
-        sys.executable, "-m", "scheduler.cli", "serve", "--db", str(db), "--host", "127.0.0.1",
-        "--port", "0", "--lease-seconds", "600", "--synchronous", synchronous,
-    ]  # fmt: skip
-    return running_server(argv, _EVALFLEET_READY, db.with_suffix(".log"))
+    argv = scheduler_argv(db, "--host", "127.0.0.1", "--lease-seconds", "600", "--synchronous", synchronous)
+    return ServiceProcess(argv, db.with_suffix(".log")).start(START_TIMEOUT_S)
 
 
 def evalfleet_populate(address: str, episodes: int, submission_id: str) -> None:
@@ -418,14 +337,20 @@ def evalfleet_populate(address: str, episodes: int, submission_id: str) -> None:
         )
 
 
-def evalfleet_worker(address: str, route: str, index: int) -> WorkerOps:
-    """A worker as the renderer worker behaves: registered, then claim / report / complete."""
+def registered_client(address: str, worker_id: str, route: str) -> SchedulerClient:
+    """A client connected and registered as ``worker_id``, as a renderer worker starts."""
     from evalfleet.scheduler_api.client import SchedulerClient
 
     client = SchedulerClient(address, timeout=60)
     client.wait_ready(30)
-    worker_id = f"bench-{index}"
     client.register_worker(worker_id, [route], host="127.0.0.1")
+    return client
+
+
+def evalfleet_worker(address: str, route: str, index: int) -> WorkerOps:
+    """A worker as the renderer worker behaves: registered, then claim / report / complete."""
+    worker_id = f"bench-{index}"
+    client = registered_client(address, worker_id, route)
 
     def finish(lease: Any) -> None:
         for episode in lease.episodes:
@@ -437,12 +362,10 @@ def evalfleet_worker(address: str, route: str, index: int) -> WorkerOps:
 
 def evalfleet_fused_worker(address: str, route: str, index: int) -> WorkerOps:
     """The same work in one call per task: Complete carries the episode results and claims the next."""
-    from evalfleet.scheduler_api.client import SchedulerClient, claim_request, episode_result
+    from evalfleet.scheduler_api.client import claim_request, episode_result
 
-    client = SchedulerClient(address, timeout=60)
-    client.wait_ready(30)
     worker_id = f"bench-fused-{index}"
-    client.register_worker(worker_id, [route], host="127.0.0.1")
+    client = registered_client(address, worker_id, route)
     next_claim = claim_request(worker_id, [route])
 
     def finish_and_claim(lease: Any) -> Any:
