@@ -29,8 +29,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _ws_baseline import WebsocketClient
 
+from evalfleet.local_fleet import policy_argv
 from evalfleet.policy_api.aio_client import AsyncPolicyClient
 from evalfleet.policy_api.client import PolicyClient
+from evalfleet.processes import ServiceProcess, free_port
 from evalfleet.v1 import policy_pb2
 from inference_server.checkpoint import seal
 
@@ -53,41 +55,22 @@ def observation_images(height: int, width: int) -> dict[str, np.ndarray]:
     return {n: rng.integers(0, 256, (height, width, 3), dtype=np.uint8) for n in CAMERAS}
 
 
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @contextmanager
 def inference_server(root: Path, epoch: str, *extra: str) -> Iterator[str]:
+    """A server for ``epoch`` under ``root`` that reports SERVING; its log beside ``root``.
+
+    It logs at WARNING, so it prints no line to wait on: it is waited for on its health service.
+    """
     port = free_port()
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "inference_server.cli",
-            "--epoch",
-            epoch,
-            "--checkpoint-root",
-            str(root),
-            "--port",
-            str(port),
-            "--log-level",
-            "WARNING",
-            *extra,
-        ]
-    )
+    argv = policy_argv(epoch, root, "--log-level", "WARNING", *extra, port=port)
     address = f"127.0.0.1:{port}"
-    try:
+    with ServiceProcess(argv, root.parent / f"inference-server-{epoch}.log").spawn() as server:
         with PolicyClient(address) as client:
-            client.wait_until_serving(60)
+            try:
+                client.wait_until_serving(60)
+            except Exception as exc:
+                raise RuntimeError(f"{server.name} did not reach SERVING: {exc}\n{server.log_tail()}") from exc
         yield address
-    finally:
-        process.send_signal(signal.SIGTERM)
-        process.wait(timeout=30)
 
 
 @contextmanager
@@ -214,8 +197,8 @@ def main() -> None:
     height, width = (int(v) for v in args.throughput_image.split("x"))
 
     with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp)
-        (root / "noop").mkdir()
+        root = Path(tmp) / "checkpoints"
+        (root / "noop").mkdir(parents=True)
         seal(root / "noop", "noop", settings(240, 320))
         (root / "flat").mkdir()
         seal(root / "flat", "flat-cost", settings(height, width, batch_ms=args.batch_ms))

@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import os
-import socket
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from evalfleet.local_fleet import policy_argv
 from evalfleet.policy_api.client import PolicyClient
+from evalfleet.processes import ServiceProcess, free_port
 from evalfleet.v1 import policy_pb2
 from inference_server.checkpoint import seal
 
@@ -52,43 +51,16 @@ def episode(name: str = "0") -> policy_pb2.EpisodeMeta:
     )
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-class ServerProcess:
-    """A real `inference-server` process; `start` returns once health reports SERVING."""
+class ServerProcess(ServiceProcess):
+    """A real `inference-server` process on a port chosen up front; `start` returns once health
+    reports SERVING (`spawn` at once)."""
 
     def __init__(self, checkpoint_root: Path, epoch: str, *extra: str, port: int | None = None, log_path: Path) -> None:
-        self.port = port or free_port()
-        self.address = f"127.0.0.1:{self.port}"
-        self.args = [
-            sys.executable,
-            "-m",
-            "inference_server.cli",
-            "--epoch",
-            epoch,
-            "--checkpoint-root",
-            str(checkpoint_root),
-            "--port",
-            str(self.port),
-            *extra,
-        ]
-        self.log_path = log_path
-        self.process: subprocess.Popen[bytes] | None = None
-
-    def spawn(self) -> ServerProcess:
-        """Starts the process without waiting for it to serve; with this folder importable, so
-        that tests can name plug-in backends from it."""
-        env = {
-            **os.environ,
-            "PYTHONPATH": os.pathsep.join(filter(None, (str(Path(__file__).parent), os.environ.get("PYTHONPATH")))),
-        }
-        log = self.log_path.open("ab")
-        self.process = subprocess.Popen(self.args, stdout=log, stderr=subprocess.STDOUT, env=env)
-        return self
+        port = port or free_port()
+        # This folder is importable in the server, so that tests can name plug-in backends from it.
+        env = {"PYTHONPATH": os.pathsep.join(filter(None, (str(Path(__file__).parent), os.environ.get("PYTHONPATH"))))}
+        super().__init__(policy_argv(epoch, checkpoint_root, *extra, port=port), log_path, env=env)
+        self.address = f"127.0.0.1:{port}"
 
     def start(self, timeout_s: float = 60.0) -> ServerProcess:
         self.spawn()
@@ -106,16 +78,5 @@ class ServerProcess:
     def client(self, token: str | None = None) -> PolicyClient:
         return PolicyClient(self.address, token=token)
 
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-
-    def kill(self) -> None:
-        assert self.process is not None
-        self.process.kill()
-        self.process.wait()
+    def stop(self, timeout: float = 10.0) -> None:
+        super().stop(timeout)
