@@ -49,8 +49,8 @@ _BAD_INPUT_CODES = {
 }
 # Benchmarks whose manifest builders need their simulator; imported only when used.
 BENCHMARK_BUILDERS = {
-    "libero": "benchmarks.libero.adapter",
-    "robotwin": "benchmarks.robotwin.adapter",
+    "libero": "benchmarks.libero.build",
+    "robotwin": "benchmarks.robotwin.build",
 }
 
 
@@ -663,9 +663,10 @@ def cmd_manifest_build_benchmark(args: argparse.Namespace) -> int:
 
 
 def cmd_manifest_import_robotwin(args: argparse.Namespace) -> int:
-    module = _benchmark_module("robotwin")
+    from benchmarks.robotwin.subset import import_subset
+
     args.out.mkdir(parents=True, exist_ok=True)
-    _write_manifests(lambda: module.import_subset(args.root), args.out)
+    _write_manifests(lambda: import_subset(args.root), args.out)
     return 0
 
 
