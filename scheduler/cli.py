@@ -29,12 +29,13 @@ from evalfleet.auth import TokenError, read_token
 from evalfleet.channels import read_tls_ca
 from evalfleet.scheduler_api import client as client_module
 from evalfleet.scheduler_api.errors import SchedulerError
+from evalfleet.scheduler_api.vocabulary import TASK_STATE_NAMES, success_percent, success_rate, task_state_name
 from evalfleet.v1 import scheduler_pb2 as pb
 from manifests import format as manifest_format
 from manifests.expected import longest_first
 from scheduler import report
 from scheduler.results import results_document, write_results
-from scheduler.wire_json import STATE_NAMES, counts_dict, message_dict
+from scheduler.wire_json import counts_dict, message_dict
 
 EXIT_BAD_INPUT = 2
 EXIT_UNAVAILABLE = 1
@@ -194,7 +195,7 @@ def _selector_arguments(sub: argparse.ArgumentParser, positional: bool = True) -
         sub.add_argument("--submission", default="")
     sub.add_argument("--task", action="append", default=[], dest="task_ids", metavar="TASK_ID")
     sub.add_argument("--route", default="")
-    sub.add_argument("--state", action="append", default=[], choices=STATE_NAMES)
+    sub.add_argument("--state", action="append", default=[], choices=TASK_STATE_NAMES)
 
 
 def _manifest_commands(commands: Any) -> None:
@@ -280,10 +281,6 @@ def _print_json(value: Any) -> None:
     print(json.dumps(value, indent=2, sort_keys=True))
 
 
-def _rate(succeeded: int, completed: int) -> str:
-    return f"{100.0 * succeeded / completed:.1f}%" if completed else "-"
-
-
 def cmd_submit(args: argparse.Namespace) -> int:
     labels = {}
     for label in args.label:
@@ -355,16 +352,16 @@ def cmd_status(args: argparse.Namespace) -> int:
         _print_json({**counts_dict(response.tasks), **episodes, "submissions": submissions})
         return 0
     table = Table(title="submissions")
-    for column in ("submission", "route", "prio", *STATE_NAMES, "episodes", "success"):
+    for column in ("submission", "route", "prio", *TASK_STATE_NAMES, "episodes", "success"):
         table.add_column(column, justify="left" if column in ("submission", "route") else "right")
     for sub in response.submissions:
         table.add_row(
             sub.submission_id,
             sub.route,
             str(sub.priority),
-            *(str(getattr(sub.tasks, name)) for name in STATE_NAMES),
+            *(str(getattr(sub.tasks, name)) for name in TASK_STATE_NAMES),
             f"{sub.episodes_completed}/{sub.episodes_planned}",
-            _rate(sub.episodes_succeeded, sub.episodes_completed),
+            success_percent(sub.episodes_succeeded, sub.episodes_completed),
         )
     _console().print(table)
     return 0
@@ -403,10 +400,10 @@ def cmd_summary(args: argparse.Namespace) -> int:
     if args.json:
         data = message_dict(response)
         data["tasks"] = counts_dict(response.tasks)
-        data["success_rate"] = _ratio(response.episodes_succeeded, response.episodes_completed)
+        data["success_rate"] = success_rate(response.episodes_succeeded, response.episodes_completed)
         for entry, manifest in zip(data["manifests"], response.manifests, strict=True):
             entry["tasks"] = counts_dict(manifest.tasks)
-            entry["success_rate"] = _ratio(manifest.episodes_succeeded, manifest.episodes_completed)
+            entry["success_rate"] = success_rate(manifest.episodes_succeeded, manifest.episodes_completed)
         _print_json(data)
         return 0
     title = f"summary of {response.submission_id}"
@@ -421,7 +418,7 @@ def cmd_summary(args: argparse.Namespace) -> int:
             m.task,
             m.setting,
             str(m.episodes_succeeded),
-            _rate(m.episodes_succeeded, m.episodes_completed),
+            success_percent(m.episodes_succeeded, m.episodes_completed),
             f"{m.episodes_completed}/{m.episodes_planned}",
             str(m.attempts),
             str(m.workers),
@@ -433,7 +430,7 @@ def cmd_summary(args: argparse.Namespace) -> int:
         "",
         "",
         str(response.episodes_succeeded),
-        _rate(response.episodes_succeeded, response.episodes_completed),
+        success_percent(response.episodes_succeeded, response.episodes_completed),
         f"{response.episodes_completed}/{response.episodes_planned}",
         str(sum(m.attempts for m in response.manifests)),
         "",
@@ -495,22 +492,19 @@ def _side(m: pb.ManifestSummary) -> dict[str, Any]:
         "planned": m.episodes_planned,
         "completed": m.episodes_completed,
         "succeeded": m.episodes_succeeded,
-        "success_rate": _ratio(m.episodes_succeeded, m.episodes_completed),
+        "success_rate": success_rate(m.episodes_succeeded, m.episodes_completed),
     }
 
 
 def _cell(m: pb.ManifestSummary) -> str:
-    cell = f"{m.episodes_succeeded}/{m.episodes_completed} {_rate(m.episodes_succeeded, m.episodes_completed)}"
+    rate = success_percent(m.episodes_succeeded, m.episodes_completed)
+    cell = f"{m.episodes_succeeded}/{m.episodes_completed} {rate}"
     return cell + (f" (of {m.episodes_planned})" if m.episodes_completed < m.episodes_planned else "")
 
 
 def _console() -> Console:
     """Tables keep their columns when piped: a non-terminal gets a wide page, not 80 columns."""
     return Console() if sys.stdout.isatty() else Console(width=200)
-
-
-def _ratio(succeeded: int, completed: int) -> float | None:
-    return succeeded / completed if completed else None
 
 
 def _selector(args: argparse.Namespace) -> pb.TaskSelector:
@@ -530,7 +524,7 @@ def cmd_tasks(args: argparse.Namespace) -> int:
     for task in response.tasks:
         table.add_row(
             task.task_id,
-            pb.TaskState.Name(task.state).removeprefix("TASK_STATE_").lower(),
+            task_state_name(task.state),
             task.route,
             str(task.priority),
             f"{task.episode_start}-{task.episode_end - 1}",
@@ -554,7 +548,7 @@ def cmd_task(args: argparse.Namespace) -> int:
         _print_json(message_dict(response))
         return 0
     task = response.task
-    state = pb.TaskState.Name(task.state).removeprefix("TASK_STATE_").lower()
+    state = task_state_name(task.state)
     print(f"task       {task.task_id}  ({state}, submission {task.submission_id}, route {task.route})")
     print(f"episodes   {task.episode_start}-{task.episode_end - 1}, {task.episodes_done} stored")
     print(f"attempts   {task.attempts}/{task.max_attempts}, priority {task.priority}")

@@ -15,13 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from evalfleet.scheduler_api.client import SchedulerClient
+from evalfleet.scheduler_api.vocabulary import success_rate
 from evalfleet.v1 import scheduler_pb2 as pb
 
 FORMAT = "evalfleet.results/v1"
-
-
-def _rate(succeeded: int, completed: int) -> float | None:
-    return round(succeeded / completed, 6) if completed else None
 
 
 def _counts(planned: int, completed: int, succeeded: int) -> dict[str, Any]:
@@ -29,7 +26,7 @@ def _counts(planned: int, completed: int, succeeded: int) -> dict[str, Any]:
         "planned": planned,
         "completed": completed,
         "succeeded": succeeded,
-        "success_rate": _rate(succeeded, completed),
+        "success_rate": None if (rate := success_rate(succeeded, completed)) is None else round(rate, 6),
     }
 
 
