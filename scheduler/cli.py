@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import datetime
 import importlib
 import importlib.util
 import json
@@ -392,7 +393,8 @@ def cmd_summary(args: argparse.Namespace) -> int:
     with _client(args) as client:
         response = client.summary(args.submission)
         if args.out:
-            write_results(args.out, results_document(client, args.submission))
+            document = results_document(response, client.workers(), datetime.datetime.now(datetime.timezone.utc))
+            write_results(args.out, document)
     if args.csv:
         report.write_csv(args.csv, response)
     if plots is not None:
