@@ -25,11 +25,12 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from evalfleet.scheduler_api.errors import InvalidArgument, SchedulerError
+from evalfleet.scheduler_api.vocabulary import TASK_STATE_NAMES, TASK_STATES
 from evalfleet.v1 import scheduler_pb2 as pb
 from scheduler import store
 from scheduler.dashboard_page import LOGIN_PAGE, PAGE
 from scheduler.service import DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT, SchedulerService
-from scheduler.wire_json import STATE_NAMES, counts_dict, message_dict
+from scheduler.wire_json import counts_dict, message_dict
 
 log = logging.getLogger(__name__)
 
@@ -184,11 +185,11 @@ def selector_from(body: dict[str, Any]) -> pb.TaskSelector:
     return selector
 
 
-def _states(names: list[str]) -> list[int]:
+def _states(names: list[str]) -> list[pb.TaskState]:
     for name in names:
-        if name not in STATE_NAMES:
-            raise InvalidArgument(f"{name!r} is not one of {', '.join(STATE_NAMES)}", field="states")
-    return [store.STATE_TO_PB[name] for name in names]
+        if name not in TASK_STATES:
+            raise InvalidArgument(f"{name!r} is not one of {', '.join(TASK_STATE_NAMES)}", field="states")
+    return [TASK_STATES[name] for name in names]
 
 
 def _int(text: str, field: str, low: int, high: int) -> int:

@@ -17,8 +17,8 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, H
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from evalfleet.scheduler_api.vocabulary import TASK_STATE_NAMES
 from scheduler import store
-from scheduler.wire_json import STATE_NAMES
 
 T = TypeVar("T")
 Read = Callable[[Callable[[sqlite3.Connection], T]], T]
@@ -39,7 +39,7 @@ class _LevelCollector(Collector):
             lambda conn: (store.status(conn, ""), store.list_workers(conn, self._lease_seconds, time.time()))
         )
         tasks = GaugeMetricFamily("evalfleet_scheduler_tasks", "Tasks by state", labels=["state"])
-        for state in STATE_NAMES:
+        for state in TASK_STATE_NAMES:
             tasks.add_metric([state], getattr(status.tasks, state))
         yield tasks
         by_state = GaugeMetricFamily("evalfleet_scheduler_workers", "Workers by state", labels=["state"])

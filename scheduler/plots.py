@@ -11,8 +11,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from evalfleet.scheduler_api.vocabulary import success_rate
 from evalfleet.v1 import scheduler_pb2 as pb
-from scheduler.report import ComparedRow, rate
+from scheduler.report import ComparedRow
 
 
 def _pyplot() -> Any:
@@ -34,7 +35,7 @@ def _grouped_bars(
     figure, axes = pyplot.subplots(figsize=(max(6.0, 1.2 * len(groups) * max(1, len(series)) / 2 + 3), 4.5))
     for i, (label, counts) in enumerate(series):
         xs = [g + (i - (len(series) - 1) / 2) * width for g in range(len(groups))]
-        heights = [100.0 * (rate(s, c) or 0.0) for s, c in counts]
+        heights = [100.0 * (success_rate(s, c) or 0.0) for s, c in counts]
         bars = axes.bar(xs, heights, width, label=label)
         axes.bar_label(bars, labels=[f"{s}/{c}" if c else "n/a" for s, c in counts], fontsize=8, padding=2)
     axes.set_xticks(range(len(groups)), groups, rotation=30, ha="right")

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from evalfleet.scheduler_api.errors import PreconditionFailed
+from evalfleet.scheduler_api.vocabulary import success_rate
 from evalfleet.v1 import scheduler_pb2 as pb
 
 CSV_COLUMNS = (
@@ -31,10 +32,6 @@ CSV_COLUMNS = (
 )
 
 
-def rate(succeeded: int, completed: int) -> float | None:
-    return succeeded / completed if completed else None
-
-
 def csv_rows(summary: pb.GetSummaryResponse) -> list[dict[str, Any]]:
     return [
         {
@@ -44,7 +41,7 @@ def csv_rows(summary: pb.GetSummaryResponse) -> list[dict[str, Any]]:
             "planned": m.episodes_planned,
             "completed": m.episodes_completed,
             "succeeded": m.episodes_succeeded,
-            "success_rate": "" if (r := rate(m.episodes_succeeded, m.episodes_completed)) is None else f"{r:.6f}",
+            "success_rate": _csv_rate(m),
             "attempts": m.attempts,
             "workers": m.workers,
             "mean_episode_seconds": f"{m.episode_wall_seconds_mean:.3f}",
@@ -52,6 +49,12 @@ def csv_rows(summary: pb.GetSummaryResponse) -> list[dict[str, Any]]:
         }
         for m in summary.manifests
     ]
+
+
+def _csv_rate(m: pb.ManifestSummary) -> str:
+    """Six decimals, or empty when no episode completed."""
+    rate = success_rate(m.episodes_succeeded, m.episodes_completed)
+    return "" if rate is None else f"{rate:.6f}"
 
 
 def write_csv(path: Path, summary: pb.GetSummaryResponse) -> None:
@@ -73,8 +76,8 @@ class ComparedRow:
     @property
     def delta(self) -> float | None:
         """B's success rate minus A's, or None when either has no completed episode."""
-        ra = rate(self.a.episodes_succeeded, self.a.episodes_completed)
-        rb = rate(self.b.episodes_succeeded, self.b.episodes_completed)
+        ra = success_rate(self.a.episodes_succeeded, self.a.episodes_completed)
+        rb = success_rate(self.b.episodes_succeeded, self.b.episodes_completed)
         return None if ra is None or rb is None else rb - ra
 
 

@@ -4,6 +4,10 @@ Per benchmark task x setting: successes / completed / planned, success rate, att
 episode wall times; per setting and overall totals; the manifest hashes that define the evaluated
 population; the checkpoint identity; and the versions every contributing worker registered with.
 An incomplete submission says so: its rates cover only the completed episodes.
+
+The document is a pure function of messages (the submission's summary, the registered workers, the
+checkpoint's identity record): the caller fetches them, so formatting makes no RPC and a test or a
+script builds the same document from messages it already holds.
 """
 
 from __future__ import annotations
@@ -11,17 +15,17 @@ from __future__ import annotations
 import datetime
 import json
 from collections import defaultdict
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from evalfleet.scheduler_api.client import SchedulerClient
+from google.protobuf import json_format
+
+from evalfleet.scheduler_api.vocabulary import success_rate
+from evalfleet.v1 import policy_pb2
 from evalfleet.v1 import scheduler_pb2 as pb
 
 FORMAT = "evalfleet.results/v1"
-
-
-def _rate(succeeded: int, completed: int) -> float | None:
-    return round(succeeded / completed, 6) if completed else None
 
 
 def _counts(planned: int, completed: int, succeeded: int) -> dict[str, Any]:
@@ -29,7 +33,7 @@ def _counts(planned: int, completed: int, succeeded: int) -> dict[str, Any]:
         "planned": planned,
         "completed": completed,
         "succeeded": succeeded,
-        "success_rate": _rate(succeeded, completed),
+        "success_rate": None if (rate := success_rate(succeeded, completed)) is None else round(rate, 6),
     }
 
 
@@ -64,34 +68,40 @@ def _by_setting(summary: pb.GetSummaryResponse) -> list[dict[str, Any]]:
 
 
 def results_document(
-    client: SchedulerClient, submission_id: str, checkpoint_identity: dict[str, Any] | None = None
+    summary: pb.GetSummaryResponse,
+    workers: Iterable[pb.WorkerInfo],
+    generated_at: datetime.datetime,
+    checkpoint_identity: policy_pb2.IdentityRecord | None = None,
 ) -> dict[str, Any]:
-    """Everything a reader needs to trust and compare one submission's numbers."""
-    summary = client.summary(submission_id)
+    """Everything a reader needs to trust and compare one submission's numbers.
+
+    A function of the messages alone: the caller fetches the submission's summary, the registered
+    workers (those that contributed to the summary are kept) and, when it has one, the identity
+    record of the checkpoint that served it; ``generated_at`` should be timezone-aware (UTC).
+    """
     contributors = set(summary.workers)
-    workers = [
-        {
-            "worker_id": w.worker_id,
-            "host": w.host,
-            "gpu_uuid": w.gpu_uuid,
-            "versions": json.loads(w.versions_json or "{}"),
-        }
-        for w in client.workers()
-        if w.worker_id in contributors
-    ]
     return {
         "format": FORMAT,
-        "submission_id": submission_id,
-        "generated_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "submission_id": summary.submission_id,
+        "generated_at": generated_at.isoformat(timespec="seconds"),
         "complete": summary.complete,
         "checkpoint": summary.checkpoint,
-        "checkpoint_identity": checkpoint_identity,
+        "checkpoint_identity": None if checkpoint_identity is None else json_format.MessageToDict(checkpoint_identity),
         "overall": _counts(summary.episodes_planned, summary.episodes_completed, summary.episodes_succeeded),
         "by_setting": _by_setting(summary),
         "by_task": [_by_task(m) for m in summary.manifests],
         "manifest_hashes": [m.manifest_hash for m in summary.manifests],
-        "workers": workers,
+        "workers": [_worker(w) for w in workers if w.worker_id in contributors],
         "note": "infrastructure retries are excluded; policy failures are included as results",
+    }
+
+
+def _worker(worker: pb.WorkerInfo) -> dict[str, Any]:
+    return {
+        "worker_id": worker.worker_id,
+        "host": worker.host,
+        "gpu_uuid": worker.gpu_uuid,
+        "versions": json.loads(worker.versions_json or "{}"),
     }
 
 

@@ -26,6 +26,7 @@ from typing import Any
 
 from evalfleet.scheduler_api.errors import Conflict, InvalidArgument, NotFound, PreconditionFailed, StaleLease
 from evalfleet.scheduler_api.limits import MAX_TEXT_BYTES
+from evalfleet.scheduler_api.vocabulary import TASK_STATE_NAMES, TASK_STATE_NAMES_BY_ENUM, TASK_STATES
 from evalfleet.v1 import scheduler_pb2 as pb
 from manifests import format as manifest_format
 from manifests.partition import minibatches
@@ -118,9 +119,10 @@ CREATE TABLE IF NOT EXISTS workers (
 );
 """
 
-STATES = ("pending", "leased", "succeeded", "failed", "cancelled")
-STATE_TO_PB = {name: pb.TaskState.Value(f"TASK_STATE_{name.upper()}") for name in STATES}
-PB_TO_STATE = {value: name for name, value in STATE_TO_PB.items()}
+# Task-state names and their wire enum come from the one vocabulary (kept here under the store's names).
+STATES = TASK_STATE_NAMES
+STATE_TO_PB = TASK_STATES
+PB_TO_STATE = TASK_STATE_NAMES_BY_ENUM
 
 MAX_PRIORITY = 1_000_000
 MAX_BATCH_SIZE = 100_000

@@ -18,8 +18,8 @@ from rich.live import Live
 from rich.progress import BarColumn, Progress, TaskID, TextColumn
 
 from evalfleet.scheduler_api.client import SchedulerClient
+from evalfleet.scheduler_api.vocabulary import TASK_STATE_NAMES, success_percent
 from evalfleet.v1 import scheduler_pb2 as pb
-from scheduler.wire_json import STATE_NAMES
 
 RATE_WINDOW_S = 60.0
 
@@ -77,8 +77,8 @@ def poll(client: SchedulerClient, submission_id: str) -> list[Progressed]:
 def line(item: Progressed, rate: Rate) -> str:
     sub = item.status
     done, planned = sub.episodes_completed, sub.episodes_planned
-    success = f"{100.0 * sub.episodes_succeeded / done:.1f}%" if done else "-"
-    counts = " ".join(f"{getattr(sub.tasks, name)} {name}" for name in STATE_NAMES)
+    success = success_percent(sub.episodes_succeeded, done)
+    counts = " ".join(f"{getattr(sub.tasks, name)} {name}" for name in TASK_STATE_NAMES)
     return (
         f"{time.strftime('%H:%M:%S')} {sub.submission_id} {done}/{planned} episodes"
         f" ({100.0 * done / planned if planned else 0:.1f}%) success {success}"
@@ -105,7 +105,7 @@ def watch(
             sub = item.status
             rate = rates.setdefault(sub.submission_id, Rate())
             rate.add(now, sub.episodes_completed)
-            key = (sub.episodes_completed, tuple(getattr(sub.tasks, name) for name in STATE_NAMES))
+            key = (sub.episodes_completed, tuple(getattr(sub.tasks, name) for name in TASK_STATE_NAMES))
             if printed.get(sub.submission_id) != key:
                 printed[sub.submission_id] = key
                 print(line(item, rate), file=out, flush=True)
@@ -168,7 +168,7 @@ def _update_bars(
     for key, description, done, planned, succeeded in rows:
         rate = rates.setdefault(key, Rate())
         rate.add(now, done)
-        success = f"{100.0 * succeeded / done:.1f}%" if done else "-"
+        success = success_percent(succeeded, done)
         detail = f"success {success}  {rate.per_second:.2f} ep/s  ETA {rate.eta_text(planned - done)}"
         if key not in bars:
             bars[key] = progress.add_task(description, total=planned, detail=detail)

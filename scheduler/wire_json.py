@@ -11,9 +11,8 @@ from typing import Any
 from google.protobuf import json_format
 from google.protobuf.message import Message
 
+from evalfleet.scheduler_api.vocabulary import TASK_STATE_NAMES, task_state_name
 from evalfleet.v1 import scheduler_pb2 as pb
-
-STATE_NAMES = ("pending", "leased", "succeeded", "failed", "cancelled")
 
 
 def message_dict(message: Message) -> dict[str, Any]:
@@ -25,7 +24,7 @@ def message_dict(message: Message) -> dict[str, Any]:
 
 
 def counts_dict(counts: pb.StateCounts) -> dict[str, int]:
-    return {name: getattr(counts, name) for name in (*STATE_NAMES, "total")}
+    return {name: getattr(counts, name) for name in (*TASK_STATE_NAMES, "total")}
 
 
 def _plain(value: Any) -> Any:
@@ -39,6 +38,6 @@ def _plain(value: Any) -> Any:
 def _plain_field(key: str, value: Any) -> Any:
     if key == "fencing_token":
         return int(value)
-    if key == "state" and isinstance(value, str) and value.startswith("TASK_STATE_"):
-        return value.removeprefix("TASK_STATE_").lower()
+    if key == "state" and isinstance(value, str) and value in pb.TaskState.keys():
+        return task_state_name(pb.TaskState.Value(value))
     return _plain(value)

@@ -11,13 +11,13 @@ and stops every process it started, also on Ctrl-C.
 from __future__ import annotations
 
 import argparse
+import datetime
 import os
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from google.protobuf import json_format
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -157,7 +157,8 @@ def main() -> int:
         )
         watch(client, "demo", args.timeout)
         scheduler_cli.main(["summary", "demo", "--server", scheduler.address])
-        document = results_document(client, "demo", json_format.MessageToDict(identity.identity))
+        now = datetime.datetime.now(datetime.timezone.utc)
+        document = results_document(client.summary("demo"), client.workers(), now, identity.identity)
         write_results(args.run_dir / "RESULTS.json", document)
         client.close()
     overall = document["overall"]

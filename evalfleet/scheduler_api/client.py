@@ -21,6 +21,7 @@ from evalfleet.auth import bearer_metadata
 from evalfleet.channels import channel_options, open_channel
 from evalfleet.scheduler_api.errors import from_rpc_error
 from evalfleet.scheduler_api.limits import MAX_TEXT_BYTES, MESSAGE_LIMIT
+from evalfleet.scheduler_api.vocabulary import task_state
 from evalfleet.v1 import scheduler_pb2 as pb
 from evalfleet.v1 import scheduler_pb2_grpc as pb_grpc
 from manifests.format import Manifest
@@ -51,7 +52,7 @@ def selector(
         submission_id=submission_id,
         task_ids=list(task_ids),
         route=route,
-        states=[pb.TaskState.Value(f"TASK_STATE_{state.upper()}") for state in states],
+        states=[task_state(state) for state in states],
     )
 
 

@@ -17,7 +17,8 @@ import numpy as np
 import pytest
 
 from benchmarks.base import BenchmarkError
-from benchmarks.robotwin.adapter import RoboTwinBenchmark, add_build_arguments, build_manifests
+from benchmarks.robotwin.adapter import RoboTwinBenchmark
+from benchmarks.robotwin.build import add_build_arguments, build_manifests
 from benchmarks.robotwin.config import ConfigError, eval_setup, load_yaml
 from benchmarks.robotwin.root import open_root
 from benchmarks.robotwin.scan import ScanExhausted, first_seed, scan

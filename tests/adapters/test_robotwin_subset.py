@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.robotwin.adapter import RoboTwinBenchmark, import_subset
+from benchmarks.robotwin.adapter import RoboTwinBenchmark
+from benchmarks.robotwin.subset import import_subset
 from manifests.format import ManifestError
 
 pytestmark = pytest.mark.timeout(30)

@@ -1,0 +1,57 @@
+"""One spelling of the scheduler's task states and of a success rate, for every reader and writer.
+
+The wire carries a task's state as the ``TaskState`` enum (``TASK_STATE_FAILED``); the database,
+the CLI's ``--state`` choices and columns, ``--json`` documents, the dashboard and ``/metrics``
+use short lower-case names (``"failed"``). Every conversion between the two happens here, so a new
+state is added in the proto and in ``TASK_STATE_NAMES`` and nowhere else.
+
+A success rate is succeeded over *completed* episodes, never over planned ones: an incomplete
+submission's rate covers what has run so far, and a population with nothing completed has no rate
+(None, shown as ``-``) rather than 0.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import cast
+
+from evalfleet.v1 import scheduler_pb2 as pb
+
+# The states a task can be in, in the order people read them (columns, counts, choices).
+TASK_STATE_NAMES: tuple[str, ...] = ("pending", "leased", "succeeded", "failed", "cancelled")
+_ENUM_PREFIX = "TASK_STATE_"
+
+
+def task_state(name: str) -> pb.TaskState:
+    """The enum value of a state name: ``"failed"`` -> ``TASK_STATE_FAILED``.
+
+    Looked up in the enum itself, so any case is accepted; a name the enum lacks raises ValueError.
+    """
+    # The stubs type an enum's Value() as a plain int; it is a member of TaskState.
+    return cast(pb.TaskState, pb.TaskState.Value(_ENUM_PREFIX + name.upper()))
+
+
+def task_state_name(state: int) -> str:
+    """The name of an enum value: ``TASK_STATE_FAILED`` -> ``"failed"``; ValueError for a number it lacks."""
+    return pb.TaskState.Name(state).removeprefix(_ENUM_PREFIX).lower()
+
+
+# The five states both ways, for lookups that must refuse anything else (0 is no task's state).
+TASK_STATES: Mapping[str, pb.TaskState] = MappingProxyType({name: task_state(name) for name in TASK_STATE_NAMES})
+TASK_STATE_NAMES_BY_ENUM: Mapping[int, str] = MappingProxyType({value: name for name, value in TASK_STATES.items()})
+
+
+def success_rate(succeeded: int, completed: int, *, scale: float = 1.0) -> float | None:
+    """``scale * succeeded / completed`` (``scale=100.0`` gives percent), or None when nothing completed.
+
+    The scale multiplies before the division: ``100.0 * 23 / 80`` is exactly 28.75, where
+    ``100.0 * (23 / 80)`` is 28.749999999999996, so a percentage shown to a tenth rounds as it reads.
+    """
+    return scale * succeeded / completed if completed else None
+
+
+def success_percent(succeeded: int, completed: int) -> str:
+    """The rate as tables and progress lines show it: ``"28.8%"``, or ``"-"`` when nothing completed."""
+    percent = success_rate(succeeded, completed, scale=100.0)
+    return "-" if percent is None else f"{percent:.1f}%"

@@ -1,0 +1,65 @@
+"""What every `scheduler` command shares: exit codes, the usage error, the connection flags, printing.
+
+A command that talks to a scheduler is added with ``add_client_command``, which gives it
+``--server``, ``--token-file``, ``--tls-ca`` and ``--json``, and opens its client with
+``connect``. Machine-readable output goes through ``print_json``, tables through ``console``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rich.console import Console
+
+from evalfleet.auth import read_token
+from evalfleet.channels import read_tls_ca
+from evalfleet.scheduler_api import client as client_module
+
+if TYPE_CHECKING:
+    # What ``add_subparsers`` returns; argparse names the class privately.
+    Subcommands = argparse._SubParsersAction[argparse.ArgumentParser]
+
+Command = Callable[[argparse.Namespace], int | None]
+
+EXIT_BAD_INPUT = 2
+EXIT_UNAVAILABLE = 1
+
+
+class UsageError(Exception):
+    """Bad command-line input detected before any request is sent."""
+
+
+def add_client_command(commands: Subcommands, name: str, func: Command, help_text: str) -> argparse.ArgumentParser:
+    """A subcommand that talks to a scheduler: the connection flags and ``--json`` come with it."""
+    sub = commands.add_parser(name, help=help_text)
+    sub.add_argument(
+        "--server",
+        default=None,
+        help=f"scheduler address (default ${client_module.ADDRESS_ENV} or {client_module.DEFAULT_ADDRESS})",
+    )
+    sub.add_argument("--token-file", type=Path, default=os.environ.get("EVALFLEET_TOKEN_FILE"))
+    sub.add_argument("--tls-ca", type=Path, help="CA certificate to verify a TLS scheduler")
+    sub.add_argument("--json", action="store_true", help="machine-readable output")
+    sub.set_defaults(func=func)
+    return sub
+
+
+def connect(args: argparse.Namespace) -> client_module.SchedulerClient:
+    """A client for the scheduler that ``add_client_command``'s flags name."""
+    token = read_token(args.token_file) if args.token_file else None
+    return client_module.SchedulerClient(args.server, token, tls_ca=read_tls_ca(args.tls_ca))
+
+
+def print_json(value: Any) -> None:
+    print(json.dumps(value, indent=2, sort_keys=True))
+
+
+def console() -> Console:
+    """Tables keep their columns when piped: a non-terminal gets a wide page, not 80 columns."""
+    return Console() if sys.stdout.isatty() else Console(width=200)

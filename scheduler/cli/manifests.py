@@ -1,0 +1,162 @@
+"""Offline manifest tools: `manifest build`, `verify`, `show` and `import`; no scheduler is involved.
+
+Synthetic manifests are built here; a benchmark's builder (``benchmarks.<name>.build``) adds its
+own options after the benchmark's name and is imported only when used, because it needs that
+benchmark's simulator.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING
+
+from benchmarks.synthetic.manifest import build_synthetic
+from manifests import format as manifest_format
+from scheduler.cli.common import EXIT_BAD_INPUT, UsageError, print_json
+
+if TYPE_CHECKING:
+    from scheduler.cli.common import Subcommands
+
+# Benchmarks whose manifest builders need their simulator; imported only when used.
+BENCHMARK_BUILDERS = {
+    "libero": "benchmarks.libero.build",
+    "robotwin": "benchmarks.robotwin.build",
+}
+
+
+def add_commands(commands: Subcommands) -> None:
+    """`manifest` and its actions."""
+    manifest = commands.add_parser("manifest", help="build, verify and show sealed manifests")
+    actions = manifest.add_subparsers(dest="action", required=True, metavar="ACTION")
+
+    build = actions.add_parser("build", help="build manifests of a benchmark")
+    benchmarks = build.add_subparsers(dest="benchmark", required=True, metavar="BENCHMARK")
+    synthetic = benchmarks.add_parser("synthetic", help="N episodes with seeded durations and successes")
+    synthetic.add_argument("--episodes", type=int, required=True)
+    synthetic.add_argument("--seed", type=int, default=0)
+    synthetic.add_argument("--mean-seconds", type=float, default=1.0)
+    synthetic.add_argument("--success-rate", type=float, default=0.5)
+    synthetic.add_argument("--task", default="synthetic")
+    synthetic.add_argument("--setting", default="default")
+    synthetic.add_argument("--out", type=Path, required=True, help="file, or directory (<hash>.json)")
+    synthetic.set_defaults(func=cmd_manifest_build_synthetic)
+    for name in BENCHMARK_BUILDERS:
+        # The benchmark's own parser (imported only when used) takes every option after the name.
+        sub = benchmarks.add_parser(name, help=f"scan {name} (needs the {name} extra)", add_help=False)
+        sub.set_defaults(func=cmd_manifest_build_benchmark, forwards_arguments=True)
+
+    verify = actions.add_parser("verify", help="check files are sealed, canonical manifests")
+    verify.add_argument("files", type=Path, nargs="+")
+    verify.add_argument("--expect", metavar="HASH", help="the hash the manifest must have (else its file name)")
+    verify.add_argument("--json", action="store_true")
+    verify.set_defaults(func=cmd_manifest_verify)
+
+    show = actions.add_parser("show", help="describe a manifest")
+    show.add_argument("file", type=Path)
+    show.add_argument("--json", action="store_true", help="print the whole manifest")
+    show.set_defaults(func=cmd_manifest_show)
+
+    imports = actions.add_parser("import", help="import a published episode subset")
+    kinds = imports.add_subparsers(dest="kind", required=True, metavar="KIND")
+    subset = kinds.add_parser("robotwin-subset", help="a checksummed RoboTwin episode subset")
+    subset.add_argument("--root", type=Path, required=True)
+    subset.add_argument("--out", type=Path, required=True, help="directory for <hash>.json manifests")
+    subset.set_defaults(func=cmd_manifest_import_robotwin)
+
+
+def cmd_manifest_build_synthetic(args: argparse.Namespace) -> int:
+    try:
+        manifest = build_synthetic(
+            args.episodes,
+            seed=args.seed,
+            mean_seconds=args.mean_seconds,
+            success_rate=args.success_rate,
+            task=args.task,
+            setting=args.setting,
+        )
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    path = manifest_format.write(manifest, args.out)
+    print(f"{manifest.hash}  {path}  ({len(manifest)} episodes)")
+    return 0
+
+
+def cmd_manifest_build_benchmark(args: argparse.Namespace) -> int:
+    module = _benchmark_module(args.benchmark)
+    parser = argparse.ArgumentParser(prog=f"scheduler manifest build {args.benchmark}")
+    parser.add_argument("--out", type=Path, required=True, help="directory for <hash>.json manifests")
+    module.add_build_arguments(parser)
+    sub_args = parser.parse_args(args.rest)
+    sub_args.out.mkdir(parents=True, exist_ok=True)
+    _write_manifests(lambda: module.build_manifests(sub_args), sub_args.out)
+    return 0
+
+
+def cmd_manifest_import_robotwin(args: argparse.Namespace) -> int:
+    from benchmarks.robotwin.subset import import_subset
+
+    args.out.mkdir(parents=True, exist_ok=True)
+    _write_manifests(lambda: import_subset(args.root), args.out)
+    return 0
+
+
+def _write_manifests(build: Callable[[], Sequence[manifest_format.Manifest]], out: Path) -> None:
+    from benchmarks.base import BenchmarkError
+
+    try:
+        manifests = build()
+    except BenchmarkError as exc:
+        raise UsageError(str(exc)) from None
+    for manifest in manifests:
+        path = manifest_format.write(manifest, out)
+        print(f"{manifest.hash}  {path}  ({manifest.task} / {manifest.setting}, {len(manifest)} episodes)")
+
+
+def _benchmark_module(name: str) -> ModuleType:
+    try:
+        return importlib.import_module(BENCHMARK_BUILDERS[name])
+    except ImportError as exc:
+        raise UsageError(f"the {name} builder is unavailable ({exc}); install evalfleet[{name}]") from None
+
+
+def cmd_manifest_verify(args: argparse.Namespace) -> int:
+    results, bad = [], 0
+    for path in args.files:
+        try:
+            manifest = manifest_format.read(path, expected_hash=args.expect)
+            results.append({"path": str(path), "ok": True, "hash": manifest.hash, "episodes": len(manifest)})
+        except manifest_format.ManifestError as exc:
+            bad += 1
+            results.append({"path": str(path), "ok": False, "field": exc.field, "error": exc.message})
+    if args.json:
+        print_json({"manifests": results})
+    for result in results:
+        if result["ok"] and not args.json:
+            print(f"OK   {result['hash']}  {result['path']}  ({result['episodes']} episodes)")
+        elif not result["ok"]:
+            print(f"scheduler: {result['path']}: {result['field']}: {result['error']}", file=sys.stderr)
+    return EXIT_BAD_INPUT if bad else 0
+
+
+def cmd_manifest_show(args: argparse.Namespace) -> int:
+    manifest = manifest_format.read(args.file)
+    if args.json:
+        print_json(manifest.data)
+        return 0
+    print(f"hash       {manifest.hash}")
+    print(f"benchmark  {manifest.benchmark}")
+    print(f"task       {manifest.task}")
+    print(f"setting    {manifest.setting}")
+    print(f"episodes   {len(manifest)}")
+    for key in ("protocol", "versions", "source"):
+        if manifest.data[key]:
+            print(f"{key:<10} {json.dumps(manifest.data[key], sort_keys=True)}")
+    first, last = manifest.episodes[0]["episode_id"], manifest.episodes[-1]["episode_id"]
+    print(f"ids        {first} .. {last}")
+    return 0

@@ -1,0 +1,69 @@
+"""`scheduler serve`: launch the scheduler server on a SQLite database.
+
+The server and its dependencies are imported only when this command runs, so the operator and
+manifest commands start without them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from evalfleet.auth import read_token
+from scheduler.cli.common import UsageError
+
+if TYPE_CHECKING:
+    from scheduler.cli.common import Subcommands
+
+
+def add_commands(commands: Subcommands) -> None:
+    serve = commands.add_parser("serve", help="run the scheduler server")
+    serve.add_argument("--db", type=Path, required=True, help="SQLite database file (created if missing)")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=50051, help="0 picks a free port (printed at start)")
+    serve.add_argument("--lease-seconds", type=float, default=60.0)
+    serve.add_argument(
+        "--synchronous",
+        choices=("normal", "full"),
+        default="normal",
+        help="normal survives a process crash; full also survives power loss (slower commits)",
+    )
+    serve.add_argument("--token-file", type=Path, help="require this bearer token (needed beyond loopback)")
+    serve.add_argument("--tls-cert", type=Path)
+    serve.add_argument("--tls-key", type=Path)
+    serve.add_argument(
+        "--http-port",
+        type=int,
+        default=None,
+        help="serve the web dashboard and /metrics on this port, same host and token (0 picks one; off by default)",
+    )
+    serve.set_defaults(func=cmd_serve)
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from scheduler.server import ServeConfig, is_loopback, serve
+
+    token = read_token(args.token_file) if args.token_file else None
+    if not is_loopback(args.host) and token is None:
+        raise UsageError(f"--host {args.host} is beyond loopback: --token-file is required")
+    if bool(args.tls_cert) != bool(args.tls_key):
+        raise UsageError("--tls-cert and --tls-key go together")
+    if args.lease_seconds <= 0:
+        raise UsageError("--lease-seconds must be > 0")
+    if args.http_port is not None and not 0 <= args.http_port <= 65535:
+        raise UsageError(f"--http-port {args.http_port} is outside [0, 65535]")
+    config = ServeConfig(
+        db_path=args.db,
+        host=args.host,
+        port=args.port,
+        lease_seconds=args.lease_seconds,
+        synchronous=args.synchronous.upper(),
+        token=token,
+        tls_cert=args.tls_cert.read_bytes() if args.tls_cert else None,
+        tls_key=args.tls_key.read_bytes() if args.tls_key else None,
+        http_port=args.http_port,
+    )
+    asyncio.run(serve(config))
+    return 0
