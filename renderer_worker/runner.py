@@ -25,9 +25,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import benchmarks
 from benchmarks.base import Benchmark, BenchmarkError
 from manifests.format import Manifest, ManifestError, parse
-from renderer_worker import benchmarks
 from renderer_worker.episode import EpisodeJob, EpisodeOutcome, run_episode
 from renderer_worker.failures import EpisodeFailure, FailureReason
 
