@@ -19,9 +19,12 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+T = TypeVar("T")
 
 ADDRESS_LINE = re.compile(r"listening on (\S+):(\d+)")
 WORKER_LINE = re.compile(r"renderer-worker (\S+) started")
@@ -78,7 +81,7 @@ class ServiceProcess:
                 lines.put(line)
         lines.put(None)
 
-    def wait_for_line(self, predicate: Callable[[str], object], timeout: float) -> object:
+    def wait_for_line(self, predicate: Callable[[str], T | None], timeout: float) -> T:
         """Returns the predicate's first truthy value over the output lines to come."""
         deadline = time.monotonic() + timeout
         while True:
@@ -127,7 +130,7 @@ class ServiceProcess:
             return self.proc.wait()
 
 
-def wait_until(condition: Callable[[], object], timeout: float, what: str, period: float = 0.1) -> object:
+def wait_until(condition: Callable[[], T | None], timeout: float, what: str, period: float = 0.1) -> T:
     """Polls state the fleet changes on its own; returns the condition's first truthy value."""
     deadline = time.monotonic() + timeout
     while not (value := condition()):
@@ -141,7 +144,8 @@ def free_port() -> int:
     """A port that was free a moment ago, for a server that must come back on the same port."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+        port: int = sock.getsockname()[1]  # (host, port) for an AF_INET socket
+        return port
 
 
 def wait_serving(address: str, timeout: float = 60.0, service: str = "") -> None:
