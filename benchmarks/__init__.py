@@ -8,6 +8,7 @@ worker serving only `synthetic` never needs LIBERO installed.
 from __future__ import annotations
 
 import importlib
+from typing import cast
 
 from benchmarks.base import Benchmark, BenchmarkError
 
@@ -29,4 +30,4 @@ def adapter_class(name: str) -> type[Benchmark]:
         module_name, class_name = _ADAPTERS[name]
     except KeyError:
         raise BenchmarkError(f"unknown benchmark {name!r}; known: {', '.join(names())}", field="benchmark") from None
-    return getattr(importlib.import_module(module_name), class_name)
+    return cast("type[Benchmark]", getattr(importlib.import_module(module_name), class_name))  # imported by name

@@ -30,8 +30,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from manifests.format import Manifest, ManifestError, content_hash
+
+# What crosses the adapter contract: camera images H x W x C, state entries, one action row.
+Image = npt.NDArray[np.uint8]
+StateVector = npt.NDArray[np.number[Any]]
+Action = npt.NDArray[np.floating[Any]]
 
 
 class BenchmarkError(Exception):
@@ -49,10 +55,11 @@ class BenchmarkError(Exception):
 
 @dataclass
 class Observation:
-    """What the policy sees: named camera images (H x W x C uint8) and a named public state."""
+    """What the policy sees: named camera images (H x W x C uint8) and a named public state (numeric
+    arrays)."""
 
-    images: dict[str, np.ndarray]
-    state: dict[str, np.ndarray]
+    images: dict[str, Image]
+    state: dict[str, StateVector]
 
 
 @dataclass(frozen=True)
@@ -81,7 +88,7 @@ class Episode(abc.ABC):
         """Puts the simulator in the entry's initial state and returns the first observation."""
 
     @abc.abstractmethod
-    def step(self, action: np.ndarray) -> Observation:
+    def step(self, action: Action) -> Observation:
         """Executes one action; only valid while not ``done``."""
 
     @property

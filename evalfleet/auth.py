@@ -10,10 +10,16 @@ from __future__ import annotations
 import hmac
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import TypeVar
 
 import grpc
 
+from evalfleet.metadata import text_value
+
 HEALTH_PREFIX = "/grpc.health.v1.Health/"
+
+RequestT = TypeVar("RequestT")
+ResponseT = TypeVar("ResponseT")
 
 
 class TokenError(ValueError):
@@ -42,23 +48,25 @@ class BearerTokenInterceptor(grpc.aio.ServerInterceptor):
 
     async def intercept_service(
         self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler[RequestT, ResponseT] | None]],
         handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler:
+    ) -> grpc.RpcMethodHandler[RequestT, ResponseT] | None:
         handler = await continuation(handler_call_details)
         if handler is None or handler_call_details.method.startswith(HEALTH_PREFIX):
             return handler
-        presented = dict(handler_call_details.invocation_metadata or ()).get("authorization", "")
+        presented = text_value(handler_call_details.invocation_metadata, "authorization")
         if hmac.compare_digest(presented.encode(), self._expected):
             return handler
         message = "missing authorization metadata" if not presented else "wrong bearer token"
         return _refusal(handler, message)
 
 
-def _refusal(handler: grpc.RpcMethodHandler, message: str) -> grpc.RpcMethodHandler:
+def _refusal(
+    handler: grpc.RpcMethodHandler[RequestT, ResponseT], message: str
+) -> grpc.RpcMethodHandler[RequestT, ResponseT]:
     """A handler of the same streaming shape as ``handler`` that aborts with UNAUTHENTICATED."""
 
-    async def abort(request: object, context: grpc.aio.ServicerContext) -> None:
+    async def abort(request: object, context: grpc.aio.ServicerContext[RequestT, ResponseT]) -> None:
         await context.abort(grpc.StatusCode.UNAUTHENTICATED, message)
 
     if handler.request_streaming and handler.response_streaming:

@@ -25,17 +25,20 @@ class _Malformed:
 
 
 class MalformedRequestInterceptor(grpc.aio.ServerInterceptor):
+    # The handler returned for a unary call takes a request or a _Malformed marker: its request type
+    # is no longer the continuation's, hence Any.
     async def intercept_service(
         self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler[Any, Any] | None]],
         handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler:
+    ) -> grpc.RpcMethodHandler[Any, Any] | None:
         handler = await continuation(handler_call_details)
         if handler is None or handler.unary_unary is None or handler.request_deserializer is None:
             return handler
-        return handler._replace(
+        return grpc.unary_unary_rpc_method_handler(
+            _refusing(handler.unary_unary),
             request_deserializer=_lenient(handler.request_deserializer),
-            unary_unary=_refusing(handler.unary_unary),
+            response_serializer=handler.response_serializer,
         )
 
 
@@ -50,7 +53,7 @@ def _lenient(deserialize: Callable[[bytes], Any]) -> Callable[[bytes], Any]:
 
 
 def _refusing(behavior: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
-    async def refuse_or_run(request: Any, context: grpc.aio.ServicerContext) -> Any:
+    async def refuse_or_run(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
         if isinstance(request, _Malformed):
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"request does not parse: {request.error}")
         return await behavior(request, context)

@@ -23,16 +23,17 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from evalfleet.policy_api.errors import BackendFailed
 from inference_server.backends import History, Observation
 
-ActFn = Callable[[Sequence[Observation], Sequence[History]], np.ndarray]
+ActFn = Callable[[Sequence[Observation], Sequence[History]], npt.NDArray[np.float32]]
 
 
 @dataclass(frozen=True)
 class StepResult:
-    chunk: np.ndarray
+    chunk: npt.NDArray[np.float32]
     batch_size: int
     queue_ms: float
     model_ms: float
@@ -163,7 +164,7 @@ class Batcher:
                     )
                 )
 
-    def _call_model(self, batch: list[_Pending]) -> np.ndarray:
+    def _call_model(self, batch: list[_Pending]) -> npt.NDArray[np.float32]:
         chunks = np.asarray(self._act([p.observation for p in batch], [p.history for p in batch]), dtype=np.float32)
         expected = (len(batch), *self._chunk_shape)
         if chunks.shape != expected:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+import numpy.typing as npt
 
 from evalfleet.policy_api.errors import InvalidField
 from evalfleet.policy_api.tensors import decode
@@ -26,7 +27,7 @@ def _check_names(kind: str, got: Sequence[str], expected: Sequence[str]) -> None
         )
 
 
-def _image(name: str, tensor: policy_pb2.Tensor, spec: policy_pb2.CameraSpec) -> np.ndarray:
+def _image(name: str, tensor: policy_pb2.Tensor, spec: policy_pb2.CameraSpec) -> npt.NDArray[np.generic]:
     field = f"observation.images[{name}]"
     if tensor.dtype != spec.dtype:
         raise InvalidField(f"camera {name} must be {spec.dtype}, got {tensor.dtype!r}", field=f"{field}.dtype")
@@ -38,7 +39,7 @@ def _image(name: str, tensor: policy_pb2.Tensor, spec: policy_pb2.CameraSpec) ->
     return decode(tensor, field)
 
 
-def _state(name: str, vector: policy_pb2.FloatVector, spec: policy_pb2.StateSpec) -> np.ndarray:
+def _state(name: str, vector: policy_pb2.FloatVector, spec: policy_pb2.StateSpec) -> npt.NDArray[np.float64]:
     if len(vector.values) != spec.length:
         raise InvalidField(
             f"state {name} must have {spec.length} values, got {len(vector.values)}", field=f"observation.state[{name}]"

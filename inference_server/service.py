@@ -14,13 +14,16 @@ import hmac
 import logging
 import time
 import uuid
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from typing import Any, NoReturn
 
 import grpc
 from google.protobuf.message import DecodeError
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from evalfleet.metadata import text_value
 from evalfleet.policy_api import identity, tensors
 from evalfleet.policy_api.errors import (
     INSTANCE_KEY,
@@ -33,15 +36,16 @@ from evalfleet.policy_api.errors import (
 )
 from evalfleet.v1 import policy_pb2, policy_pb2_grpc
 from evalfleet.wire import MalformedRequestInterceptor
-from inference_server import observations
+from inference_server import observations, sessions
 from inference_server.backends import Backend
 from inference_server.batcher import Batcher
 from inference_server.metrics import PolicyMetrics
-from inference_server.sessions import Session, SessionRegistry
 
 log = logging.getLogger("inference_server")
 
 SERVICE_NAME = policy_pb2.DESCRIPTOR.services_by_name["Policy"].full_name
+
+SessionContext = grpc.aio.ServicerContext[policy_pb2.SessionRequest, policy_pb2.SessionResponse]
 
 
 @dataclass(frozen=True)
@@ -67,7 +71,7 @@ class PolicyService(policy_pb2_grpc.PolicyServicer):
     def __init__(self, config: ServerConfig) -> None:
         self.config = config
         self.instance_id = uuid.uuid4().hex
-        self.sessions = SessionRegistry(config.max_sessions, config.session_idle_seconds)
+        self.sessions = sessions.SessionRegistry(config.max_sessions, config.session_idle_seconds)
         self.loaded: Loaded | None = None
         self.batcher: Batcher | None = None
         self._attached = 0
@@ -92,40 +96,51 @@ class PolicyService(policy_pb2_grpc.PolicyServicer):
 
     # -- helpers ---------------------------------------------------------------------------------
 
-    def _authorize(self, context: grpc.aio.ServicerContext) -> None:
+    def _authorize(self, context: grpc.aio.ServicerContext[Any, Any]) -> None:
         if self.config.token is None:
             return
-        header = dict(context.invocation_metadata() or ()).get("authorization", "")
+        header = text_value(context.invocation_metadata(), "authorization")
         scheme, _, presented = header.partition(" ")
         if not header:
             raise BadToken("missing bearer token", field="metadata.authorization")
         if scheme.lower() != "bearer" or not hmac.compare_digest(presented.encode(), self.config.token.encode()):
             raise BadToken("wrong bearer token", field="metadata.authorization")
 
-    def _ready(self) -> Loaded:
+    def _ready(self) -> tuple[Loaded, Batcher]:
         if self.loaded is None or self.batcher is None:
             raise NotServing("the checkpoint is not loaded and warmed yet", field="")
-        return self.loaded
+        return self.loaded, self.batcher
 
-    async def _abort(self, context: grpc.aio.ServicerContext, error: PolicyError) -> None:
+    async def _abort(self, context: grpc.aio.ServicerContext[Any, Any], error: PolicyError) -> NoReturn:
         await context.abort(
             error.code, error.message, trailing_metadata=((INSTANCE_KEY, self.instance_id), *error.trailing_metadata())
         )
 
-    def _reply(self, **kind: object) -> policy_pb2.SessionResponse:
-        return policy_pb2.SessionResponse(instance_id=self.instance_id, **kind)
+    def _reply(
+        self,
+        *,
+        opened: policy_pb2.SessionOpened | None = None,
+        chunk: policy_pb2.ActionChunk | None = None,
+        error: policy_pb2.SessionError | None = None,
+        closed: policy_pb2.SessionClosed | None = None,
+    ) -> policy_pb2.SessionResponse:
+        """A response of one kind (the one given; None leaves a field unset)."""
+        return policy_pb2.SessionResponse(
+            instance_id=self.instance_id, opened=opened, chunk=chunk, error=error, closed=closed
+        )
 
     # -- GetIdentity -----------------------------------------------------------------------------
 
     async def GetIdentity(
-        self, request: policy_pb2.GetIdentityRequest, context: grpc.aio.ServicerContext
+        self,
+        request: policy_pb2.GetIdentityRequest,
+        context: grpc.aio.ServicerContext[policy_pb2.GetIdentityRequest, policy_pb2.GetIdentityResponse],
     ) -> policy_pb2.GetIdentityResponse:
         try:
             self._authorize(context)
-            loaded = self._ready()
+            loaded, batcher = self._ready()
         except PolicyError as error:
             await self._abort(context, error)
-        batcher = self.batcher
         load = policy_pb2.ServerLoad(
             sessions=len(self.sessions),
             max_sessions=self.config.max_sessions,
@@ -141,14 +156,16 @@ class PolicyService(policy_pb2_grpc.PolicyServicer):
 
     # -- Session ---------------------------------------------------------------------------------
 
-    async def Session(self, request_iterator: object, context: grpc.aio.ServicerContext) -> None:
+    async def Session(
+        self, request_iterator: AsyncIterator[policy_pb2.SessionRequest], context: SessionContext
+    ) -> None:
         await context.send_initial_metadata(((INSTANCE_KEY, self.instance_id),))
-        session: Session | None = None
+        session: sessions.Session | None = None
         try:
             self._authorize(context)
-            loaded = self._ready()
+            loaded, batcher = self._ready()
             first = await _read(context)
-            if first is grpc.aio.EOF:
+            if first is None:
                 return
             session, resumed = self._open(first, loaded)
             attachment = session.attachment
@@ -160,7 +177,7 @@ class PolicyService(policy_pb2_grpc.PolicyServicer):
                     )
                 )
             )
-            await self._serve_session(context, session, attachment, loaded, resumed)
+            await self._serve_session(context, session, attachment, loaded, batcher, resumed)
         except PolicyError as error:
             await self._abort(context, error)
         finally:
@@ -170,7 +187,7 @@ class PolicyService(policy_pb2_grpc.PolicyServicer):
                     self.sessions.detach(session, attachment)
         context.set_trailing_metadata(((INSTANCE_KEY, self.instance_id),))
 
-    def _open(self, first: policy_pb2.SessionRequest, loaded: Loaded) -> tuple[Session, bool]:
+    def _open(self, first: policy_pb2.SessionRequest, loaded: Loaded) -> tuple[sessions.Session, bool]:
         if first.WhichOneof("kind") != "open":
             raise ProtocolViolation("the first message of a session stream must be `open`", field="open")
         request = first.open
@@ -198,16 +215,22 @@ class PolicyService(policy_pb2_grpc.PolicyServicer):
         )
 
     async def _serve_session(
-        self, context: grpc.aio.ServicerContext, session: Session, attachment: int, loaded: Loaded, resumed: bool
+        self,
+        context: SessionContext,
+        session: sessions.Session,
+        attachment: int,
+        loaded: Loaded,
+        batcher: Batcher,
+        resumed: bool,
     ) -> None:
         while True:
             request = await _read(context)
-            if request is grpc.aio.EOF:
+            if request is None:
                 return
             session.check_driver(attachment)
             kind = request.WhichOneof("kind")
             if kind == "observation":
-                await context.write(await self._step(session, request.observation, loaded, resumed))
+                await context.write(await self._step(session, request.observation, loaded, batcher, resumed))
                 resumed = False
             elif kind == "close":
                 steps = session.next_step
@@ -223,7 +246,12 @@ class PolicyService(policy_pb2_grpc.PolicyServicer):
                 await context.write(self._reply(error=error.to_proto()))
 
     async def _step(
-        self, session: Session, message: policy_pb2.Observation, loaded: Loaded, resumed: bool
+        self,
+        session: sessions.Session,
+        message: policy_pb2.Observation,
+        loaded: Loaded,
+        batcher: Batcher,
+        resumed: bool,
     ) -> policy_pb2.SessionResponse:
         """Answers one observation; any refusal is in-band and leaves the session untouched."""
         started = time.perf_counter()
@@ -236,7 +264,7 @@ class PolicyService(policy_pb2_grpc.PolicyServicer):
             observation = observations.validate(message, backend.cameras, backend.state)
             session.pending = True
             try:
-                result = await self.batcher.submit(session.session_id, observation, plan.history)
+                result = await batcher.submit(session.session_id, observation, plan.history)
             finally:
                 session.pending = False
                 self.sessions.touch(session)
@@ -254,12 +282,14 @@ class PolicyService(policy_pb2_grpc.PolicyServicer):
         return self._reply(chunk=answer)
 
 
-async def _read(context: grpc.aio.ServicerContext) -> object:
-    """The next stream message; bytes that do not parse are the client's error, not grpc's UNKNOWN."""
+async def _read(context: SessionContext) -> policy_pb2.SessionRequest | None:
+    """The next stream message, None once the client is done writing; bytes that do not parse are
+    the client's error, not grpc's UNKNOWN."""
     try:
-        return await context.read()
+        request: object = await context.read()  # the stubs leave grpc.aio.EOF out of read()'s type
     except DecodeError as exc:
         raise ProtocolViolation(f"message does not parse: {exc}", field="kind") from None
+    return request if isinstance(request, policy_pb2.SessionRequest) else None
 
 
 async def evict_idle_sessions(service: PolicyService) -> None:

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
+import numpy.typing as npt
 
 from evalfleet.policy_api.errors import (
     InvalidField,
@@ -54,8 +55,8 @@ class Session:
     attachment: int = 1
     pending: bool = False
     entries: list[HistoryEntry] = field(default_factory=list)
-    last_state: dict[str, np.ndarray] = field(default_factory=dict)
-    last_chunk: np.ndarray | None = None
+    last_state: dict[str, npt.NDArray[np.float64]] = field(default_factory=dict)
+    last_chunk: npt.NDArray[np.float32] | None = None
     last_answer: policy_pb2.ActionChunk | None = None
     ended: PolicyError | None = None
 
@@ -97,7 +98,9 @@ class Session:
         entries = tuple(self.entries) + ((extra,) if extra is not None else ())
         return History(session_id=self.session_id, episode=self.episode, entries=entries)
 
-    def commit(self, plan: Plan, observation: Observation, chunk: np.ndarray, answer: policy_pb2.ActionChunk) -> None:
+    def commit(
+        self, plan: Plan, observation: Observation, chunk: npt.NDArray[np.float32], answer: policy_pb2.ActionChunk
+    ) -> None:
         """Records an answered step: the confirmed entry joins the history, the step advances."""
         self.entries = list(plan.history.entries)
         self.last_state = observation.state

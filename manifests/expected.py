@@ -42,8 +42,9 @@ def _entry_seconds(entry: Any) -> float | None:
 def expected_seconds(manifest: Manifest) -> float | None:
     """The expected wall time of all the manifest's episodes, or None when it gives no estimate."""
     per_entry = [_entry_seconds(entry) for entry in manifest.episodes]
-    if per_entry and all(seconds is not None for seconds in per_entry):
-        return float(sum(per_entry))  # type: ignore[arg-type]
+    known = [seconds for seconds in per_entry if seconds is not None]
+    if per_entry and len(known) == len(per_entry):
+        return float(sum(known))
     protocol = manifest.data.get("protocol") or {}
     mean = _number(protocol.get("expected_seconds")) if isinstance(protocol, dict) else None
     return None if mean is None else mean * len(manifest.episodes)

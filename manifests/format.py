@@ -60,23 +60,27 @@ class Manifest:
 
     body: bytes
     hash: str
-    data: Mapping[str, Any]
+    data: Mapping[str, Any]  # as parse() validated it: the properties below read typed fields of it
 
     @property
     def benchmark(self) -> str:
-        return self.data["benchmark"]
+        benchmark: str = self.data["benchmark"]
+        return benchmark
 
     @property
     def task(self) -> str:
-        return self.data["task"]
+        task: str = self.data["task"]
+        return task
 
     @property
     def setting(self) -> str:
-        return self.data["setting"]
+        setting: str = self.data["setting"]
+        return setting
 
     @property
     def episodes(self) -> list[dict[str, Any]]:
-        return self.data["episodes"]
+        episodes: list[dict[str, Any]] = self.data["episodes"]
+        return episodes
 
     def __len__(self) -> int:
         return len(self.data["episodes"])

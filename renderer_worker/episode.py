@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import numpy as np
+import numpy.typing as npt
 
-from benchmarks.base import Benchmark, BenchmarkError, Episode, Observation
+from benchmarks.base import Benchmark, BenchmarkError, Episode, Image, Observation
 from evalfleet.policy_api import errors as policy_errors
 from evalfleet.policy_api.client import PolicyClient, Session
 from evalfleet.v1 import policy_pb2
@@ -102,18 +103,25 @@ def _drive(episode: Episode, session: Session, observation: Observation, job: Ep
     while not episode.done:
         images, state = _for_policy(observation, job)
         chunk = _checked_chunk(session.act(images, state, step=step, executed=executed), episode.action_dim, step)
-        executed = 0
-        for action in chunk[: job.execute_steps or None]:
-            observation = episode.step(action)
-            executed += 1
-            if episode.done:
-                break
+        observation, executed = _execute(episode, chunk[: job.execute_steps or None], observation)
         _write(log, event="step", step=step, executed=executed)
         step += 1
     return step
 
 
-def _checked_chunk(chunk: np.ndarray, action_dim: int, step: int) -> np.ndarray:
+def _execute(episode: Episode, actions: npt.NDArray[np.float32], observation: Observation) -> tuple[Observation, int]:
+    """Executes actions in order until the episode is done; returns the last observation and how
+    many actions ran."""
+    executed = 0
+    for action in actions:
+        observation = episode.step(action)
+        executed += 1
+        if episode.done:
+            break
+    return observation, executed
+
+
+def _checked_chunk(chunk: npt.NDArray[np.float32], action_dim: int, step: int) -> npt.NDArray[np.float32]:
     """A chunk the benchmark can execute; anything else is the policy server's fault, not the task's."""
     if chunk.ndim != 2 or chunk.shape[1] != action_dim or len(chunk) == 0:
         raise EpisodeFailure(
@@ -125,7 +133,7 @@ def _checked_chunk(chunk: np.ndarray, action_dim: int, step: int) -> np.ndarray:
     return chunk
 
 
-def _for_policy(observation: Observation, job: EpisodeJob) -> tuple[dict[str, np.ndarray], dict[str, list[float]]]:
+def _for_policy(observation: Observation, job: EpisodeJob) -> tuple[dict[str, Image], dict[str, list[float]]]:
     """The cameras and state entries the policy declared, from what the benchmark observed."""
     missing = [f"camera {name!r}" for name in job.cameras if name not in observation.images]
     missing += [f"state {name!r}" for name in job.state if name not in observation.state]

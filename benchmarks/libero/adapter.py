@@ -18,8 +18,10 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from benchmarks.base import (
+    Action,
     Benchmark,
     BenchmarkError,
     Episode,
@@ -135,7 +137,7 @@ class LiberoEpisode(Episode):
         self._ready = True
         return observation
 
-    def step(self, action: np.ndarray) -> Observation:
+    def step(self, action: Action) -> Observation:
         if not self._ready:
             raise RuntimeError("step() before reset()")
         if self.done:
@@ -165,7 +167,7 @@ class LiberoEpisode(Episode):
             env, self._env = self._env, None
             self._release(env, self._healthy)
 
-    def _advance(self, action: np.ndarray) -> Observation:
+    def _advance(self, action: npt.NDArray[np.float64]) -> Observation:
         self._healthy = False
         raw, _, _, _ = self._env.step(action)
         observation = observe(self._env, raw)

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from benchmarks.base import BenchmarkError, episode_entry
 from benchmarks.libero.runtime import (
@@ -89,7 +90,7 @@ class EpisodeSpec:
     task: TaskFiles
     protocol: Protocol
     instruction: str
-    init_state: np.ndarray
+    init_state: npt.NDArray[np.float64]
     fixture_poses: FixturePoses
     initial_observation_digest: str | None
 
@@ -154,7 +155,7 @@ def _int(record: Mapping[str, Any], name: str, where: str) -> int:
     return value
 
 
-def _float_array(value: Any, field: str, length: int | None = None) -> np.ndarray:
+def _float_array(value: Any, field: str, length: int | None = None) -> npt.NDArray[np.float64]:
     if not isinstance(value, list) or not all(
         isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in value
     ):

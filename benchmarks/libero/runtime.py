@@ -18,6 +18,7 @@ from types import ModuleType
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from benchmarks.base import BenchmarkError
 
@@ -109,7 +110,7 @@ def file_sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def read_init_states(path: Path) -> tuple[str, np.ndarray]:
+def read_init_states(path: Path) -> tuple[str, npt.NDArray[np.float64]]:
     """Returns (sha256 of the file, its float64 states array), hashing exactly the bytes it loads."""
     body = path.read_bytes()
     with np.load(io.BytesIO(body), allow_pickle=False) as archive:

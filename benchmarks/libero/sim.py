@@ -16,8 +16,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
-from benchmarks.base import BenchmarkError, Observation, TraceDigest
+from benchmarks.base import BenchmarkError, Image, Observation, StateVector, TraceDigest
 from benchmarks.libero.runtime import TaskFiles, import_libero
 
 CAMERAS = ("agentview", "robot0_eye_in_hand")
@@ -83,8 +84,8 @@ def write_fixture_poses(env: Any, poses: FixturePoses, field: str) -> None:
 def to_observation(raw: dict[str, Any]) -> Observation:
     """Images rotated 180 degrees (robosuite renders them upside down) as contiguous HxWx3 uint8,
     and every public state entry (robot proprio, ``<object>_pos`` / ``_quat``) as float64."""
-    images = {name: np.ascontiguousarray(raw[f"{name}_image"][::-1, ::-1]) for name in CAMERAS}
-    state = {
+    images: dict[str, Image] = {name: np.ascontiguousarray(raw[f"{name}_image"][::-1, ::-1]) for name in CAMERAS}
+    state: dict[str, StateVector] = {
         key: np.asarray(value, dtype=np.float64).copy()
         for key, value in raw.items()
         if not key.endswith("_image") and key not in _REDUNDANT_STATE
@@ -92,7 +93,7 @@ def to_observation(raw: dict[str, Any]) -> Observation:
     return Observation(images=images, state=state)
 
 
-def interest_state(env: Any, raw: dict[str, Any]) -> dict[str, np.ndarray]:
+def interest_state(env: Any, raw: dict[str, Any]) -> dict[str, npt.NDArray[np.float64]]:
     """Fixed-name aliases for the task's BDDL objects of interest, so one policy state spec fits
     every task of a suite whatever its object names.
 
@@ -125,7 +126,7 @@ def interest_state(env: Any, raw: dict[str, Any]) -> dict[str, np.ndarray]:
     }
 
 
-def entity_pose(env: Any, raw: dict[str, Any], name: str) -> tuple[np.ndarray, np.ndarray]:
+def entity_pose(env: Any, raw: dict[str, Any], name: str) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
     """Position and x, y, z, w quaternion of a BDDL entity: a movable object's observation entries
     (the very values the policy also gets), else the simulator's pose of a fixture body (MuJoCo
     gives w, x, y, z) or a region site (robosuite's mat2quat gives x, y, z, w)."""

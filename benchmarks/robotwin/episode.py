@@ -14,8 +14,10 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from benchmarks.base import (
+    Action,
     BenchmarkError,
     Episode,
     EpisodeVerdict,
@@ -81,7 +83,7 @@ class RoboTwinEpisode(Episode):
             )
         return observation
 
-    def step(self, action: np.ndarray) -> Observation:
+    def step(self, action: Action) -> Observation:
         if not self._started or self._env is None:
             raise BenchmarkError(f"{self._spec.episode_id}: step() needs an open episode after reset()")
         if self.done:
@@ -119,7 +121,7 @@ class RoboTwinEpisode(Episode):
         self._runtime.release(self._spec.task, self._env)
         self._env = None
 
-    def _validated(self, action: Any) -> np.ndarray:
+    def _validated(self, action: Any) -> npt.NDArray[np.float64]:
         try:
             row = np.asarray(action, dtype=np.float64)
         except (TypeError, ValueError) as exc:
@@ -134,7 +136,7 @@ class RoboTwinEpisode(Episode):
             raise InvalidAction(f"{self._spec.episode_id}: action has non-finite values {row.tolist()}", field="action")
         return row
 
-    def _record(self, action: np.ndarray | None, raw: dict[str, Any]) -> Observation:
+    def _record(self, action: npt.NDArray[np.float64] | None, raw: dict[str, Any]) -> Observation:
         """Turns RoboTwin's ``get_obs()`` into the policy's observation and adds both to the trace."""
         images = {}
         for camera in POLICY_CAMERAS:

@@ -21,8 +21,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from random import Random
 from types import ModuleType
-from typing import Any
+from typing import Any, Protocol, cast
 
 from benchmarks.base import BenchmarkError
 from benchmarks.robotwin.config import EvalSetup
@@ -32,6 +33,16 @@ from benchmarks.robotwin.root import RoboTwinRoot
 UPSTREAM_TEST_NUM = 100
 ACCEPTED = "accepted"
 _LOCK = threading.RLock()
+
+
+class InstructionGenerator(Protocol):
+    """Upstream's description/utils/generate_episode_instructions.py, as far as this runtime uses it."""
+
+    random: ModuleType | Random  # the module's ``random``, replaced by a seeded Random for each draw
+
+    def generate_episode_descriptions(
+        self, task_name: str, episodes: list[dict[str, str]], max_descriptions: int
+    ) -> list[dict[str, Any]]: ...
 
 
 @dataclass(frozen=True)
@@ -130,7 +141,7 @@ class RoboTwinRuntime:
                 results = self._generator.generate_episode_descriptions(task, [info], UPSTREAM_TEST_NUM)
             except SystemExit as exc:
                 raise BenchmarkError(f"{task}: RoboTwin's instruction generator exited ({exc}) for {info}") from exc
-        pool = results[0][instruction_type] if results else []
+        pool: list[str] = results[0][instruction_type] if results else []
         if not pool:
             raise BenchmarkError(f"{task}: no {instruction_type} instruction template fits {info}")
         return rng.choice(pool)
@@ -161,10 +172,10 @@ class RoboTwinRuntime:
         return module
 
 
-def _load_generator(path: Path) -> ModuleType:
+def _load_generator(path: Path) -> InstructionGenerator:
     """Loads a private copy of upstream's instruction generator by path, outside ``sys.modules``."""
     spec = importlib.util.spec_from_file_location("evalfleet_robotwin_generate_episode_instructions", path)
     assert spec is not None and spec.loader is not None, path
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module
+    return cast(InstructionGenerator, module)  # loaded by path: its interface is upstream's word

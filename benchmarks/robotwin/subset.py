@@ -92,7 +92,7 @@ def verify_package(root: Path, expected_sums_sha256: str | None = None) -> str:
     for number, line in enumerate(sums_bytes.decode("utf-8", errors="replace").splitlines(), start=1):
         match = _SUM_LINE.match(line)
         path = PurePosixPath(match.group(2)) if match else None
-        if path is None or path.is_absolute() or ".." in path.parts or str(path) in listed:
+        if match is None or path is None or path.is_absolute() or ".." in path.parts or str(path) in listed:
             raise ManifestError(f"{SUMS}:{number}", f"expected '<sha256>  <relative path>' once per file, got {line!r}")
         listed[str(path)] = match.group(1)
     for required in (METADATA, EPISODES):

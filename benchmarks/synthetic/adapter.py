@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks.base import (
+    Action,
     Benchmark,
     BenchmarkError,
     Episode,
@@ -122,7 +123,7 @@ class SyntheticEpisode(Episode):
         self._started_at = time.monotonic()
         return self._observe()
 
-    def step(self, action: np.ndarray) -> Observation:
+    def step(self, action: Action) -> Observation:
         if self._started_at is None:
             raise RuntimeError("step() before reset()")
         if self.done:

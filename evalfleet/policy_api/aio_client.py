@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 
 import grpc
 import numpy as np
+import numpy.typing as npt
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from evalfleet.allocator import keep_large_buffers
@@ -26,6 +27,8 @@ from evalfleet.policy_api import tensors
 from evalfleet.policy_api.client import DEFAULT_MAX_MESSAGE_BYTES, open_request, pin_instance, resume_request
 from evalfleet.policy_api.errors import PolicyError, PolicyUnavailable, ProtocolViolation, from_proto, from_rpc_error
 from evalfleet.v1 import policy_pb2, policy_pb2_grpc
+
+SessionCall = grpc.aio.StreamStreamCall[policy_pb2.SessionRequest, policy_pb2.SessionResponse]
 
 
 class AsyncPolicyClient:
@@ -68,7 +71,7 @@ class AsyncPolicyClient:
 
     async def identity(self) -> policy_pb2.GetIdentityResponse:
         try:
-            response = await self._stub.GetIdentity(
+            response: policy_pb2.GetIdentityResponse = await self._stub.GetIdentity(
                 policy_pb2.GetIdentityRequest(), metadata=self._metadata, timeout=self.timeout_s
             )
         except grpc.aio.AioRpcError as error:
@@ -94,8 +97,9 @@ class AsyncPolicyClient:
         await session.attach(session.open_request)
         return session
 
-    def stream(self) -> grpc.aio.StreamStreamCall:
-        return self._stub.Session(metadata=self._metadata)
+    def stream(self) -> SessionCall:
+        call: SessionCall = self._stub.Session(metadata=self._metadata)
+        return call
 
 
 class AsyncSession:
@@ -104,7 +108,7 @@ class AsyncSession:
     def __init__(self, client: AsyncPolicyClient, open_request: policy_pb2.OpenSession) -> None:
         self._client = client
         self.open_request = open_request
-        self._call: grpc.aio.StreamStreamCall | None = None
+        self._call: SessionCall | None = None
         self.session_id = ""
         self.digest = ""
         self._closed = False
@@ -146,7 +150,7 @@ class AsyncSession:
             )
             self._drop_call()
             raise self._client.rpc_error(status) from None
-        if reply is grpc.aio.EOF:
+        if not isinstance(reply, policy_pb2.SessionResponse):  # grpc.aio.EOF: the stream ended
             self._drop_call()
             raise PolicyUnavailable("the server ended the session stream without a reply")
         self._client.check_instance(reply.instance_id)
@@ -160,8 +164,12 @@ class AsyncSession:
             self._call = None
 
     async def act(
-        self, images: Mapping[str, np.ndarray], state: Mapping[str, Sequence[float]], step: int, executed: int
-    ) -> np.ndarray:
+        self,
+        images: Mapping[str, npt.NDArray[np.generic]],
+        state: Mapping[str, Sequence[float]],
+        step: int,
+        executed: int,
+    ) -> npt.NDArray[np.float32]:
         """Sends observation `step` and returns the next chunk, float32 [chunk_length, action_dim]."""
         request = tensors.observation_request(step, executed, images, state)
         if self._call is None:

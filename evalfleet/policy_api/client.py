@@ -21,6 +21,7 @@ from collections.abc import Iterator, Mapping, Sequence
 
 import grpc
 import numpy as np
+import numpy.typing as npt
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from evalfleet.allocator import keep_large_buffers
@@ -38,7 +39,6 @@ from evalfleet.policy_api.errors import (
 from evalfleet.v1 import policy_pb2, policy_pb2_grpc
 
 DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
-_END = object()
 
 
 def pin_instance(address: str, pinned: str | None, seen: str) -> str | None:
@@ -119,7 +119,7 @@ class PolicyClient:
 
     def identity(self) -> policy_pb2.GetIdentityResponse:
         try:
-            response = self._stub.GetIdentity(
+            response: policy_pb2.GetIdentityResponse = self._stub.GetIdentity(
                 policy_pb2.GetIdentityRequest(), metadata=self._metadata, timeout=self.timeout_s
             )
         except grpc.RpcError as error:
@@ -156,20 +156,21 @@ class _Stream:
     """One bidirectional call driven request by request: send one message, read one reply."""
 
     def __init__(self, stub: policy_pb2_grpc.PolicyStub, metadata: tuple[tuple[str, str], ...]) -> None:
-        self._requests: queue.SimpleQueue[object] = queue.SimpleQueue()
+        self._requests: queue.SimpleQueue[policy_pb2.SessionRequest | None] = queue.SimpleQueue()  # None: the end
         self._call = stub.Session(self._iterate(), metadata=metadata)
         self.waiting_since: float | None = None
         self.expired = False
 
     def _iterate(self) -> Iterator[policy_pb2.SessionRequest]:
-        while (item := self._requests.get()) is not _END:
-            yield item  # type: ignore[misc]
+        while (item := self._requests.get()) is not None:
+            yield item
 
     def call(self, request: policy_pb2.SessionRequest) -> policy_pb2.SessionResponse:
         self.waiting_since = time.monotonic()
         self._requests.put(request)
         try:
-            return next(self._call)
+            reply: policy_pb2.SessionResponse = next(self._call)
+            return reply
         finally:
             self.waiting_since = None
 
@@ -178,7 +179,7 @@ class _Stream:
         self._call.cancel()
 
     def end(self) -> None:
-        self._requests.put(_END)
+        self._requests.put(None)
         self._call.cancel()
 
 
@@ -275,8 +276,12 @@ class Session:
             self._stream = None
 
     def act(
-        self, images: Mapping[str, np.ndarray], state: Mapping[str, Sequence[float]], step: int, executed: int
-    ) -> np.ndarray:
+        self,
+        images: Mapping[str, npt.NDArray[np.generic]],
+        state: Mapping[str, Sequence[float]],
+        step: int,
+        executed: int,
+    ) -> npt.NDArray[np.float32]:
         """Sends observation `step` (saying how many commands of the last chunk ran) and returns
         the next chunk, float32 [chunk_length, action_dim]."""
         request = tensors.observation_request(step, executed, images, state)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import grpc
 
+from evalfleet.metadata import text_value, trailers
 from evalfleet.v1 import policy_pb2
 
 Reason = policy_pb2.ErrorReason
@@ -21,7 +22,7 @@ FIELD_KEY = "evalfleet-error-field"
 class PolicyError(Exception):
     """A refused request: status code, machine-readable reason, field at fault, server instance."""
 
-    reason: int = Reason.ERROR_REASON_UNSPECIFIED
+    reason: Reason = Reason.ERROR_REASON_UNSPECIFIED
     code: grpc.StatusCode = grpc.StatusCode.UNKNOWN
 
     def __init__(
@@ -157,8 +158,8 @@ UNREACHED_CODES = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED, grpc.
 
 def from_rpc_error(error: grpc.RpcError, instance_id: str) -> PolicyError:
     """Rebuilds the typed error of a gRPC status, using the reason in its trailing metadata."""
-    trailers = dict(error.trailing_metadata() or ())
-    reason_name = trailers.get(REASON_KEY, "")
+    metadata = trailers(error)
+    reason_name = text_value(metadata, REASON_KEY)
     reason = Reason.Value(reason_name) if reason_name in Reason.keys() else 0
     cls = BY_REASON.get(reason)
     code = error.code()
@@ -166,7 +167,7 @@ def from_rpc_error(error: grpc.RpcError, instance_id: str) -> PolicyError:
         cls = PolicyUnavailable if code in UNREACHED_CODES else PolicyError
     return cls(
         error.details() or "",
-        field=trailers.get(FIELD_KEY, ""),
-        instance_id=trailers.get(INSTANCE_KEY, instance_id),
+        field=text_value(metadata, FIELD_KEY),
+        instance_id=text_value(metadata, INSTANCE_KEY, instance_id),
         code=code,
     )

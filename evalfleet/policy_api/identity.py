@@ -24,7 +24,7 @@ def canonical_json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-def as_dict(record: policy_pb2.IdentityRecord) -> dict:
+def as_dict(record: policy_pb2.IdentityRecord) -> dict[str, Any]:
     """Every field, defaults included, under its .proto name: the form that is hashed and printed."""
     return json_format.MessageToDict(
         record, preserving_proto_field_name=True, always_print_fields_with_no_presence=True

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from evalfleet.policy_api.errors import InvalidField
 from evalfleet.v1 import policy_pb2
@@ -22,15 +24,15 @@ WIRE_DTYPES = {
 }
 
 
-def encode(array: np.ndarray) -> policy_pb2.Tensor:
+def encode(array: npt.NDArray[np.generic]) -> policy_pb2.Tensor:
     array = np.ascontiguousarray(array)
     if array.dtype.name not in WIRE_DTYPES:
         raise ValueError(f"dtype {array.dtype} cannot travel as a Tensor")
     return policy_pb2.Tensor(dtype=array.dtype.name, shape=array.shape, data=array.tobytes())
 
 
-def decode(tensor: policy_pb2.Tensor, field: str = "tensor") -> np.ndarray:
-    """The array a Tensor carries (read-only view of the message bytes)."""
+def decode(tensor: policy_pb2.Tensor, field: str = "tensor") -> npt.NDArray[Any]:
+    """The array a Tensor carries (read-only view of the message bytes), of the dtype it names."""
     if tensor.dtype not in WIRE_DTYPES:
         raise InvalidField(f"dtype {tensor.dtype!r} is not one of {sorted(WIRE_DTYPES)}", field=f"{field}.dtype")
     dtype = WIRE_DTYPES[tensor.dtype]
@@ -46,7 +48,7 @@ def decode(tensor: policy_pb2.Tensor, field: str = "tensor") -> np.ndarray:
 
 
 def observation_request(
-    step: int, executed: int, images: Mapping[str, np.ndarray], state: Mapping[str, Sequence[float]]
+    step: int, executed: int, images: Mapping[str, npt.NDArray[np.generic]], state: Mapping[str, Sequence[float]]
 ) -> policy_pb2.SessionRequest:
     """The wire form of one observation (client side), written in place: building sub-messages
     and then embedding them would copy every image once more, which costs more than the send."""

@@ -84,6 +84,7 @@ class SchedulerClient:
         self.close()
 
     def _call(self, method: str, request: Any, timeout: float | None = None) -> Any:
+        """The response message of ``method`` (the generated stub is untyped: callers annotate it)."""
         try:
             return getattr(self._stub, method)(request, timeout=timeout or self.timeout, metadata=self._metadata)
         except grpc.RpcError as error:
@@ -101,10 +102,14 @@ class SchedulerClient:
     def put_manifest(self, manifest: Manifest | bytes) -> str:
         body = manifest.body if isinstance(manifest, Manifest) else manifest
         expected = manifest.hash if isinstance(manifest, Manifest) else ""
-        return self._call("PutManifest", pb.PutManifestRequest(body=body, expected_hash=expected)).hash
+        response: pb.PutManifestResponse = self._call(
+            "PutManifest", pb.PutManifestRequest(body=body, expected_hash=expected)
+        )
+        return response.hash
 
     def get_manifest(self, manifest_hash: str) -> bytes:
-        return self._call("GetManifest", pb.GetManifestRequest(hash=manifest_hash)).body
+        response: pb.GetManifestResponse = self._call("GetManifest", pb.GetManifestRequest(hash=manifest_hash))
+        return response.body
 
     def submit(
         self,
@@ -130,7 +135,8 @@ class SchedulerClient:
             checkpoint=checkpoint,
             labels_json=json.dumps(dict(labels or {})),
         )
-        return self._call("Submit", request)
+        response: pb.SubmitResponse = self._call("Submit", request)
+        return response
 
     # Worker side ------------------------------------------------------------------------------
 
@@ -150,14 +156,18 @@ class SchedulerClient:
             routes=list(routes),
             versions_json=json.dumps(dict(versions or {})),
         )
-        return self._call("RegisterWorker", request)
+        response: pb.RegisterWorkerResponse = self._call("RegisterWorker", request)
+        return response
 
     def claim(self, worker_id: str, routes: Sequence[str], checkpoints: Sequence[str] = ()) -> Lease | None:
-        response = self._call("Claim", claim_request(worker_id, routes, checkpoints))
+        response: pb.ClaimResponse = self._call("Claim", claim_request(worker_id, routes, checkpoints))
         return response.lease if response.HasField("lease") else None
 
     def heartbeat(self, lease: Lease, worker_id: str = "") -> pb.HeartbeatResponse:
-        return self._call("Heartbeat", pb.HeartbeatRequest(lease=_ref(lease), worker_id=worker_id))
+        response: pb.HeartbeatResponse = self._call(
+            "Heartbeat", pb.HeartbeatRequest(lease=_ref(lease), worker_id=worker_id)
+        )
+        return response
 
     def report_episode(
         self,
@@ -174,7 +184,10 @@ class SchedulerClient:
         result = episode_result(
             index, success, steps=steps, wall_seconds=wall_seconds, trace_digest=trace_digest, info=info
         )
-        return self._call("ReportEpisode", pb.ReportEpisodeRequest(lease=_ref(lease), result=result)).duplicate
+        response: pb.ReportEpisodeResponse = self._call(
+            "ReportEpisode", pb.ReportEpisodeRequest(lease=_ref(lease), result=result)
+        )
+        return response.duplicate
 
     def complete(
         self,
@@ -195,13 +208,13 @@ class SchedulerClient:
             results=list(episodes),
             claim_next=claim_next,
         )
-        response = self._call("Complete", request)
+        response: pb.CompleteResponse = self._call("Complete", request)
         return response.next if response.HasField("next") else None
 
     def fail(self, lease: Lease, error: str, retryable: bool = True) -> str:
         """Ends the attempt as an infrastructure failure; returns the task's new state name."""
         request = pb.FailRequest(lease=_ref(lease), error=clip_text(error), retryable=retryable)
-        response = self._call("Fail", request)
+        response: pb.FailResponse = self._call("Fail", request)
         return pb.TaskState.Name(response.state).removeprefix("TASK_STATE_").lower()
 
     def release(self, lease: Lease, reason: str = "") -> None:
@@ -210,29 +223,41 @@ class SchedulerClient:
     # Reads and operations ---------------------------------------------------------------------
 
     def status(self, submission_id: str = "") -> pb.GetStatusResponse:
-        return self._call("GetStatus", pb.GetStatusRequest(submission_id=submission_id))
+        response: pb.GetStatusResponse = self._call("GetStatus", pb.GetStatusRequest(submission_id=submission_id))
+        return response
 
     def summary(self, submission_id: str) -> pb.GetSummaryResponse:
-        return self._call("GetSummary", pb.GetSummaryRequest(submission_id=submission_id))
+        response: pb.GetSummaryResponse = self._call("GetSummary", pb.GetSummaryRequest(submission_id=submission_id))
+        return response
 
     def tasks(self, task_selector: pb.TaskSelector | None = None, limit: int = 0) -> pb.ListTasksResponse:
-        return self._call("ListTasks", pb.ListTasksRequest(selector=task_selector, limit=limit))
+        response: pb.ListTasksResponse = self._call(
+            "ListTasks", pb.ListTasksRequest(selector=task_selector, limit=limit)
+        )
+        return response
 
     def workers(self) -> list[pb.WorkerInfo]:
-        return list(self._call("ListWorkers", pb.ListWorkersRequest()).workers)
+        response: pb.ListWorkersResponse = self._call("ListWorkers", pb.ListWorkersRequest())
+        return list(response.workers)
 
     def task(self, task_id: str) -> pb.GetTaskResponse:
         """One task with every attempt (worker, start, end, outcome, error) and its episode results."""
-        return self._call("GetTask", pb.GetTaskRequest(task_id=task_id))
+        response: pb.GetTaskResponse = self._call("GetTask", pb.GetTaskRequest(task_id=task_id))
+        return response
 
     def cancel(self, task_selector: pb.TaskSelector) -> int:
-        return self._call("Cancel", pb.CancelRequest(selector=task_selector)).changed
+        response: pb.ChangeResponse = self._call("Cancel", pb.CancelRequest(selector=task_selector))
+        return response.changed
 
     def requeue(self, task_selector: pb.TaskSelector) -> int:
-        return self._call("Requeue", pb.RequeueRequest(selector=task_selector)).changed
+        response: pb.ChangeResponse = self._call("Requeue", pb.RequeueRequest(selector=task_selector))
+        return response.changed
 
     def set_priority(self, task_selector: pb.TaskSelector, priority: int) -> int:
-        return self._call("SetPriority", pb.SetPriorityRequest(selector=task_selector, priority=priority)).changed
+        response: pb.ChangeResponse = self._call(
+            "SetPriority", pb.SetPriorityRequest(selector=task_selector, priority=priority)
+        )
+        return response.changed
 
 
 def claim_request(worker_id: str, routes: Sequence[str], checkpoints: Sequence[str] = ()) -> pb.ClaimRequest:

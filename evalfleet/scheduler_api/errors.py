@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import grpc
 
+from evalfleet.metadata import text_value, trailers
+
 ERROR_KIND_KEY = "evalfleet-error"
 
 
@@ -71,10 +73,7 @@ KINDS: dict[str, type[SchedulerError]] = {
 
 def from_rpc_error(error: grpc.RpcError) -> SchedulerError:
     """Turns a failed call into the typed error the server raised (or the closest one by code)."""
-    kind = None
-    for key, value in error.trailing_metadata() or ():
-        if key == ERROR_KIND_KEY:
-            kind = KINDS.get(value)
+    kind = KINDS.get(text_value(trailers(error), ERROR_KIND_KEY))
     if kind is None and error.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
         kind = Unavailable
     if kind is None:

@@ -12,9 +12,10 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, cast
 
 import numpy as np
+import numpy.typing as npt
 
 from evalfleet.v1 import policy_pb2
 from inference_server.checkpoint import Checkpoint
@@ -34,11 +35,12 @@ class RuntimeOptions:
 
 @dataclass(frozen=True)
 class Observation:
-    """One decoded step of one session: images [H, W, C] and state vectors by name."""
+    """One decoded step of one session: images [H, W, C] (of the dtype each camera declares) and
+    float64 state vectors by name."""
 
     step: int
-    images: dict[str, np.ndarray]
-    state: dict[str, np.ndarray]
+    images: dict[str, npt.NDArray[np.generic]]
+    state: dict[str, npt.NDArray[np.float64]]
 
 
 @dataclass(frozen=True)
@@ -46,8 +48,8 @@ class HistoryEntry:
     """A past step: the public state that was sent and the commands of its chunk actually executed."""
 
     step: int
-    state: dict[str, np.ndarray]
-    executed: np.ndarray  # [n_executed, action_dim], a prefix of the chunk answered at `step`
+    state: dict[str, npt.NDArray[np.float64]]
+    executed: npt.NDArray[np.float32]  # [n_executed, action_dim], a prefix of the chunk answered at `step`
 
 
 @dataclass(frozen=True)
@@ -73,7 +75,7 @@ class Backend(Protocol):
         """Puts the weights on the device and runs the model once, so the first real step pays no
         compilation or allocation."""
 
-    def act(self, observations: Sequence[Observation], histories: Sequence[History]) -> np.ndarray:
+    def act(self, observations: Sequence[Observation], histories: Sequence[History]) -> npt.NDArray[np.float32]:
         """Returns float32 chunks [batch, chunk_length, action_dim], one per observation."""
 
 
@@ -106,4 +108,4 @@ def resolve(name: str) -> BackendFactory:
     factory = getattr(module, attr, None)
     if not callable(factory):
         raise BackendError(f"backend {name!r}: {module_name} has no callable {attr}")
-    return factory
+    return cast(BackendFactory, factory)  # a plugin's factory is taken at its word

@@ -28,10 +28,14 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from inference_server.backends import History, Observation, RuntimeOptions
 from inference_server.backends.reference import _Reference
 from inference_server.checkpoint import Checkpoint
+
+# A position, a state entry or a 7-d OSC_POSE command.
+Vector = npt.NDArray[np.float64]
 
 OPEN, CLOSE = -1.0, 1.0
 
@@ -105,7 +109,7 @@ def closed_streak(history: History) -> int:
     return streak
 
 
-def move_command(eef: np.ndarray, desired: np.ndarray, gripper: float, gains: Gains) -> np.ndarray:
+def move_command(eef: Vector, desired: Vector, gripper: float, gains: Gains) -> Vector:
     """A proportional OSC_POSE step toward `desired`, no rotation, clipped to the action box."""
     command = np.zeros(7)
     command[:3] = np.clip(gains.position_gain * (desired - eef), -1.0, 1.0)
@@ -113,7 +117,7 @@ def move_command(eef: np.ndarray, desired: np.ndarray, gripper: float, gains: Ga
     return command
 
 
-def oracle_command(state: dict[str, np.ndarray], streak: int, stalled: bool, retry: bool, gains: Gains) -> np.ndarray:
+def oracle_command(state: dict[str, Vector], streak: int, stalled: bool, retry: bool, gains: Gains) -> Vector:
     """The next command for one session (see the module docstring for the phases)."""
     eef, target, goal = state["robot0_eef_pos"], state["target_pos"], state["goal_pos"]
     width = float(state["robot0_gripper_qpos"][0] - state["robot0_gripper_qpos"][1])
@@ -148,7 +152,7 @@ def grasp_attempts(history: History) -> int:
     return sum(1 for before, after in zip(grippers, grippers[1:], strict=False) if before > 0 >= after)
 
 
-def descent_stalled(history: History, eef: np.ndarray, gains: Gains) -> bool:
+def descent_stalled(history: History, eef: Vector, gains: Gains) -> bool:
     """Whether the last `stall_steps` commands pushed down with the gripper open and the fingers
     barely moved: they rest on a tall object's shoulder, the lowest grasp there is."""
     recent = history.entries[-gains.stall_steps :]
@@ -158,7 +162,7 @@ def descent_stalled(history: History, eef: np.ndarray, gains: Gains) -> bool:
     return pushed_down and recent[0].state["robot0_eef_pos"][2] - eef[2] < gains.stall_drop
 
 
-def carry_command(eef: np.ndarray, target: np.ndarray, goal: np.ndarray, gains: Gains) -> np.ndarray:
+def carry_command(eef: Vector, target: Vector, goal: Vector, gains: Gains) -> Vector:
     """Holding: lift, bring the target (not the fingers) above the goal, lower it, let go."""
     above_goal = eef[:2] + (goal[:2] - target[:2])
     if np.linalg.norm(goal[:2] - target[:2]) > gains.goal_xy_tolerance:
@@ -177,12 +181,12 @@ class OracleBackend(_Reference):
         super().__init__(checkpoint)
         self.gains = Gains.from_settings(self.settings)
 
-    def act(self, observations: Sequence[Observation], histories: Sequence[History]) -> np.ndarray:
+    def act(self, observations: Sequence[Observation], histories: Sequence[History]) -> npt.NDArray[np.float32]:
         commands = [self.command(o, h) for o, h in zip(observations, histories, strict=True)]
         chunks = np.repeat(np.stack(commands)[:, None, :], self.chunk_length, axis=1)
         return chunks.astype(np.float32)
 
-    def command(self, observation: Observation, history: History) -> np.ndarray:
+    def command(self, observation: Observation, history: History) -> Vector:
         """One session's next command, from its observation and its last few executed steps."""
         stalled = descent_stalled(history, observation.state["robot0_eef_pos"], self.gains)
         retry = grasp_attempts(history) > 0

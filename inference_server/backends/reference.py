@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from evalfleet.v1 import policy_pb2
 from inference_server.backends import History, Observation, RuntimeOptions
@@ -73,16 +74,16 @@ class _Reference:
     def load(self) -> None:
         """Nothing to put on a device."""
 
-    def _zeros(self, batch: int) -> np.ndarray:
+    def _zeros(self, batch: int) -> npt.NDArray[np.float32]:
         return np.zeros((batch, self.chunk_length, self.action_dim), dtype=np.float32)
 
 
 class NoopBackend(_Reference):
-    def act(self, observations: Sequence[Observation], histories: Sequence[History]) -> np.ndarray:
+    def act(self, observations: Sequence[Observation], histories: Sequence[History]) -> npt.NDArray[np.float32]:
         return self._zeros(len(observations))
 
 
-def deterministic_chunk(observation: Observation, chunk_length: int, action_dim: int) -> np.ndarray:
+def deterministic_chunk(observation: Observation, chunk_length: int, action_dim: int) -> npt.NDArray[np.float32]:
     """chunk[t, d] = sum(state) + step + 0.001 t + 0.000001 d: distinct per session and per step."""
     base = sum(float(v.sum()) for v in observation.state.values()) + observation.step
     t = np.arange(chunk_length, dtype=np.float64)[:, None] * 1e-3
@@ -91,11 +92,13 @@ def deterministic_chunk(observation: Observation, chunk_length: int, action_dim:
 
 
 class DeterministicBackend(_Reference):
-    def act(self, observations: Sequence[Observation], histories: Sequence[History]) -> np.ndarray:
+    def act(self, observations: Sequence[Observation], histories: Sequence[History]) -> npt.NDArray[np.float32]:
         return np.stack([deterministic_chunk(o, self.chunk_length, self.action_dim) for o in observations])
 
 
-def echo_chunk(observation: Observation, history: History, chunk_length: int, action_dim: int) -> np.ndarray:
+def echo_chunk(
+    observation: Observation, history: History, chunk_length: int, action_dim: int
+) -> npt.NDArray[np.float32]:
     """Row 0: [entries, executed commands in total, step]; row 1 + i: history entry i as
     [its step, commands executed, first state value, sum of the executed commands]."""
     chunk = np.zeros((chunk_length, action_dim), dtype=np.float32)
@@ -108,7 +111,7 @@ def echo_chunk(observation: Observation, history: History, chunk_length: int, ac
 
 
 class HistoryEchoBackend(_Reference):
-    def act(self, observations: Sequence[Observation], histories: Sequence[History]) -> np.ndarray:
+    def act(self, observations: Sequence[Observation], histories: Sequence[History]) -> npt.NDArray[np.float32]:
         return np.stack(
             [echo_chunk(o, h, self.chunk_length, self.action_dim) for o, h in zip(observations, histories, strict=True)]
         )
@@ -117,7 +120,7 @@ class HistoryEchoBackend(_Reference):
 class FlatCostBackend(_Reference):
     """Costs `batch_ms` per call whatever the batch size: the regime where batching pays."""
 
-    def act(self, observations: Sequence[Observation], histories: Sequence[History]) -> np.ndarray:
+    def act(self, observations: Sequence[Observation], histories: Sequence[History]) -> npt.NDArray[np.float32]:
         time.sleep(float(self.settings.get("batch_ms", 20.0)) / 1000.0)
         return self._zeros(len(observations))
 

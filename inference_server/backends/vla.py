@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import importlib.util
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import torch
 import yaml
 from safetensors.torch import load_file, save_file
@@ -105,7 +106,9 @@ class VLAPolicy(nn.Module):
     def __init__(self, config: VLAConfig, attn_impl: str = "sdpa") -> None:
         super().__init__()
         self.config = config
-        self.backbone = AutoModel.from_config(backbone_config(config), attn_implementation=attn_impl)
+        self.backbone = AutoModel.from_config(  # type: ignore[no-untyped-call]  # unannotated in transformers
+            backbone_config(config), attn_implementation=attn_impl
+        )
         hidden = self.backbone.config.text_config.hidden_size
         history_dim = config.history_length * (config.state_dim + config.action_dim + 1)
         self.action_head = nn.Sequential(
@@ -134,16 +137,16 @@ class VLAPolicy(nn.Module):
         mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
         pooled = (hidden * mask).sum(1) / mask.sum(1)
         features = torch.cat([pooled, state.to(pooled.dtype), history.to(pooled.dtype)], dim=-1)
-        chunk = self.action_head(features)
+        chunk: torch.Tensor = self.action_head(features)
         return chunk.view(-1, self.config.chunk_length, self.config.action_dim)
 
 
 @dataclass(frozen=True)
 class Normalization:
-    state_mean: np.ndarray
-    state_std: np.ndarray
-    action_mean: np.ndarray
-    action_std: np.ndarray
+    state_mean: npt.NDArray[np.float32]
+    state_std: npt.NDArray[np.float32]
+    action_mean: npt.NDArray[np.float32]
+    action_std: npt.NDArray[np.float32]
 
     @classmethod
     def read(cls, path: Path, config: VLAConfig) -> Normalization:
@@ -214,7 +217,7 @@ class VLABackend:
         self.precision = effective_precision(options)
         self.device = torch.device(options.device)
         self.dtype = DTYPES[options.dtype]
-        self.model: nn.Module | None = None
+        self.model: Callable[..., torch.Tensor] | None = None  # the policy, compiled or not
         self._backbone: PreTrainedConfig | None = None
         self._prompts: dict[str, list[int]] = {}
 
@@ -253,22 +256,24 @@ class VLABackend:
 
     # -- inference -------------------------------------------------------------------------------
 
-    def act(self, observations: Sequence[Observation], histories: Sequence[History]) -> np.ndarray:
-        if self.model is None:
+    def act(self, observations: Sequence[Observation], histories: Sequence[History]) -> npt.NDArray[np.float32]:
+        if self.model is None or self._backbone is None:
             raise RuntimeError("VLA backend used before load()")
-        inputs = self._inputs(observations, histories)
+        inputs = self._inputs(observations, histories, self._backbone)
         autocast = torch.autocast(self.device.type, dtype=torch.bfloat16) if self.precision.autocast else nullcontext()
         with torch.inference_mode(), autocast:
-            chunks = self.model(**inputs).float().cpu().numpy()
+            chunks: npt.NDArray[np.float32] = self.model(**inputs).float().cpu().numpy()
         stats = self.normalization
         return chunks * stats.action_std + stats.action_mean
 
-    def _inputs(self, observations: Sequence[Observation], histories: Sequence[History]) -> dict[str, torch.Tensor]:
-        vision = self._backbone.vision_config
+    def _inputs(
+        self, observations: Sequence[Observation], histories: Sequence[History], backbone: PreTrainedConfig
+    ) -> dict[str, torch.Tensor]:
+        vision = backbone.vision_config
         pixels = self._pixels(observations, vision)
         grid_h, grid_w = (s // vision.patch_size for s in self.config.image_size)
         tokens_per_image = grid_h * grid_w // vision.spatial_merge_size**2
-        sequences = [self._sequence(h.episode.instruction, tokens_per_image) for h in histories]
+        sequences = [self._sequence(h.episode.instruction, tokens_per_image, backbone) for h in histories]
         length = max(len(s) for s in sequences)
         input_ids = torch.zeros((len(sequences), length), dtype=torch.long)
         attention_mask = torch.zeros_like(input_ids)
@@ -298,19 +303,22 @@ class VLABackend:
         std = torch.tensor(IMAGE_STD).view(1, 3, 1, 1)
         return patchify((frames - mean) / std, vision.patch_size, vision.spatial_merge_size, vision.temporal_patch_size)
 
-    def _sequence(self, instruction: str, tokens_per_image: int) -> list[int]:
+    def _sequence(self, instruction: str, tokens_per_image: int, backbone: PreTrainedConfig) -> list[int]:
         """Instruction tokens, then each camera as <vision_start> <image>*n <vision_end>."""
         if instruction not in self._prompts:
             self._prompts[instruction] = self.tokenizer.encode(instruction).ids
-        config = self._backbone
-        image = [config.vision_start_token_id, *[config.image_token_id] * tokens_per_image, config.vision_end_token_id]
+        image = [
+            backbone.vision_start_token_id,
+            *[backbone.image_token_id] * tokens_per_image,
+            backbone.vision_end_token_id,
+        ]
         return self._prompts[instruction] + image * len(self.cameras)
 
-    def _state(self, state: dict[str, np.ndarray]) -> np.ndarray:
+    def _state(self, state: dict[str, npt.NDArray[np.float64]]) -> npt.NDArray[np.float32]:
         vector = np.concatenate([state[s.name] for s in self.state]).astype(np.float32)
         return (vector - self.normalization.state_mean) / self.normalization.state_std
 
-    def _history(self, history: History) -> np.ndarray:
+    def _history(self, history: History) -> npt.NDArray[np.float32]:
         """The last `history_length` confirmed entries, oldest first, zero-padded at the front."""
         width = self.config.state_dim + self.action_dim + 1
         rows = np.zeros((self.config.history_length, width), dtype=np.float32)
