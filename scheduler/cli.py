@@ -32,7 +32,7 @@ from evalfleet.scheduler_api.errors import SchedulerError
 from evalfleet.v1 import scheduler_pb2 as pb
 from manifests import format as manifest_format
 from manifests.expected import longest_first
-from scheduler import report
+from scheduler import report, store
 from scheduler.results import results_document, write_results
 from scheduler.wire_json import STATE_NAMES, counts_dict, message_dict
 
@@ -263,7 +263,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
         tls_key=args.tls_key.read_bytes() if args.tls_key else None,
         http_port=args.http_port,
     )
-    asyncio.run(serve(config))
+    try:
+        asyncio.run(serve(config))
+    except store.SchemaVersionError as exc:
+        raise UsageError(f"{args.db}: {exc}") from None
     return 0
 
 

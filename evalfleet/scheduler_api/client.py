@@ -197,9 +197,19 @@ class SchedulerClient:
         response = self._call("Complete", request)
         return response.next if response.HasField("next") else None
 
-    def fail(self, lease: Lease, error: str, retryable: bool = True) -> str:
-        """Ends the attempt as an infrastructure failure; returns the task's new state name."""
-        request = pb.FailRequest(lease=_ref(lease), error=clip_text(error), retryable=retryable)
+    def fail(
+        self,
+        lease: Lease,
+        error: str,
+        retryable: bool = True,
+        *,
+        reason: pb.FailureReason.ValueType = pb.FAILURE_REASON_UNSPECIFIED,
+    ) -> str:
+        """Ends the attempt as an infrastructure failure for ``reason``; returns the task's new state name.
+
+        ``error`` is the message people read; the scheduler stores it as "[reason] error".
+        """
+        request = pb.FailRequest(lease=_ref(lease), error=clip_text(error), retryable=retryable, reason=reason)
         response = self._call("Fail", request)
         return pb.TaskState.Name(response.state).removeprefix("TASK_STATE_").lower()
 
