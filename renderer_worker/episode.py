@@ -22,9 +22,11 @@ import numpy.typing as npt
 from benchmarks.base import Benchmark, BenchmarkError, Episode, Image, Observation
 from evalfleet.policy_api import errors as policy_errors
 from evalfleet.policy_api.client import PolicyClient, Session
+from evalfleet.scheduler_api.vocabulary import FailureReason
 from evalfleet.v1 import policy_pb2
+from evalfleet.v1 import scheduler_pb2 as pb
 from manifests.format import Manifest, ManifestError
-from renderer_worker.failures import EpisodeFailure, FailureReason
+from renderer_worker.failures import EpisodeFailure
 
 
 @dataclass(frozen=True)
@@ -77,13 +79,13 @@ def run_episode(job: EpisodeJob, adapter: Benchmark, manifest: Manifest, token: 
             policy_steps = _drive(episode, session, observation, job, log)
             result = episode.result()
         except (BenchmarkError, ManifestError) as exc:
-            raise EpisodeFailure(FailureReason.BENCHMARK_ERROR, str(exc)) from exc
+            raise EpisodeFailure(FailureReason.FAILURE_REASON_BENCHMARK_ERROR, str(exc)) from exc
         except policy_errors.PolicyError as exc:
             raise EpisodeFailure(_policy_reason(exc), str(exc)) from exc
         except EpisodeFailure:
             raise
         except Exception as exc:
-            raise EpisodeFailure(FailureReason.SIMULATOR_CRASH, f"{type(exc).__name__}: {exc}") from exc
+            raise EpisodeFailure(FailureReason.FAILURE_REASON_SIMULATOR_CRASH, f"{type(exc).__name__}: {exc}") from exc
         wall = time.monotonic() - started
         _write(log, event="end", success=result.success, steps=result.steps, trace_digest=result.trace_digest)
     info = {
@@ -125,11 +127,13 @@ def _checked_chunk(chunk: npt.NDArray[np.float32], action_dim: int, step: int) -
     """A chunk the benchmark can execute; anything else is the policy server's fault, not the task's."""
     if chunk.ndim != 2 or chunk.shape[1] != action_dim or len(chunk) == 0:
         raise EpisodeFailure(
-            FailureReason.POLICY_ERROR,
+            FailureReason.FAILURE_REASON_POLICY_ERROR,
             f"step {step}: the policy answered a chunk of shape {chunk.shape}; this benchmark takes (T, {action_dim})",
         )
     if not np.all(np.isfinite(chunk)):
-        raise EpisodeFailure(FailureReason.POLICY_ERROR, f"step {step}: the policy answered non-finite actions")
+        raise EpisodeFailure(
+            FailureReason.FAILURE_REASON_POLICY_ERROR, f"step {step}: the policy answered non-finite actions"
+        )
     return chunk
 
 
@@ -139,7 +143,7 @@ def _for_policy(observation: Observation, job: EpisodeJob) -> tuple[dict[str, Im
     missing += [f"state {name!r}" for name in job.state if name not in observation.state]
     if missing:
         raise EpisodeFailure(
-            FailureReason.POLICY_ERROR,
+            FailureReason.FAILURE_REASON_POLICY_ERROR,
             f"the policy consumes {', '.join(missing)}, which this benchmark does not observe "
             f"(it has cameras {sorted(observation.images)}, state {sorted(observation.state)})",
         )
@@ -148,14 +152,14 @@ def _for_policy(observation: Observation, job: EpisodeJob) -> tuple[dict[str, Im
     return images, state
 
 
-def _policy_reason(exc: policy_errors.PolicyError) -> FailureReason:
+def _policy_reason(exc: policy_errors.PolicyError) -> pb.FailureReason:
     if isinstance(exc, policy_errors.IdentityMismatch):
-        return FailureReason.IDENTITY_MISMATCH
+        return FailureReason.FAILURE_REASON_IDENTITY_MISMATCH
     if isinstance(exc, policy_errors.ServerRestarted):
-        return FailureReason.POLICY_RESTARTED
+        return FailureReason.FAILURE_REASON_POLICY_RESTARTED
     if isinstance(exc, (policy_errors.PolicyUnavailable, policy_errors.NotServing)):
-        return FailureReason.POLICY_UNAVAILABLE
-    return FailureReason.POLICY_ERROR
+        return FailureReason.FAILURE_REASON_POLICY_UNAVAILABLE
+    return FailureReason.FAILURE_REASON_POLICY_ERROR
 
 
 @contextmanager

@@ -27,9 +27,10 @@ from typing import Any
 
 import benchmarks
 from benchmarks.base import Benchmark, BenchmarkError
+from evalfleet.scheduler_api.vocabulary import FailureReason
 from manifests.format import Manifest, ManifestError, parse
 from renderer_worker.episode import EpisodeJob, EpisodeOutcome, run_episode
-from renderer_worker.failures import EpisodeFailure, FailureReason
+from renderer_worker.failures import EpisodeFailure
 
 log = logging.getLogger(__name__)
 
@@ -128,13 +129,13 @@ class EpisodeRunner:
                 self._events.put(EpisodeEnded(self, job, payload, None))
             else:
                 reason, message = payload
-                self._events.put(EpisodeEnded(self, job, None, EpisodeFailure(FailureReason(reason), message)))
+                self._events.put(EpisodeEnded(self, job, None, EpisodeFailure(reason, message)))
         process.join()
         job = self.job
         if job is not None and process is self._process:
             self.job = None
             failure = EpisodeFailure(
-                FailureReason.SIMULATOR_CRASH, f"episode process exited with code {process.exitcode}"
+                FailureReason.FAILURE_REASON_SIMULATOR_CRASH, f"episode process exited with code {process.exitcode}"
             )
             self._events.put(EpisodeEnded(self, job, None, failure))
 
@@ -157,7 +158,7 @@ def _episode_process(
                 adapter = _adapter(adapters, manifest.benchmark, adapter_options)
                 conn.send(("ok", run_episode(job, adapter, manifest, token)))
             except EpisodeFailure as failure:
-                conn.send(("failed", (failure.reason.value, failure.message)))
+                conn.send(("failed", (failure.reason, failure.message)))
     except EOFError:
         pass
     finally:
@@ -169,7 +170,7 @@ def _manifest(body: bytes, manifest_hash: str) -> Manifest:
     try:
         return parse(body, expected_hash=manifest_hash)
     except ManifestError as exc:
-        raise EpisodeFailure(FailureReason.BENCHMARK_ERROR, str(exc)) from None
+        raise EpisodeFailure(FailureReason.FAILURE_REASON_BENCHMARK_ERROR, str(exc)) from None
 
 
 def _adapter(adapters: dict[str, Benchmark], name: str, adapter_options: Mapping[str, Mapping[str, Any]]) -> Benchmark:
@@ -177,7 +178,9 @@ def _adapter(adapters: dict[str, Benchmark], name: str, adapter_options: Mapping
         try:
             adapters[name] = benchmarks.adapter_class(name)(**adapter_options.get(name, {}))
         except BenchmarkError as exc:
-            raise EpisodeFailure(FailureReason.BENCHMARK_ERROR, str(exc)) from None
+            raise EpisodeFailure(FailureReason.FAILURE_REASON_BENCHMARK_ERROR, str(exc)) from None
         except Exception as exc:  # e.g. the simulator is not installed on this worker
-            raise EpisodeFailure(FailureReason.SIMULATOR_CRASH, f"cannot start the {name} adapter: {exc}") from None
+            raise EpisodeFailure(
+                FailureReason.FAILURE_REASON_SIMULATOR_CRASH, f"cannot start the {name} adapter: {exc}"
+            ) from None
     return adapters[name]

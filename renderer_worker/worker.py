@@ -27,10 +27,11 @@ from typing import Any, TypeVar
 
 from evalfleet.scheduler_api.client import SchedulerClient
 from evalfleet.scheduler_api.errors import InvalidArgument, NotFound, SchedulerError, StaleLease, Unavailable
+from evalfleet.scheduler_api.vocabulary import FailureReason
 from evalfleet.v1 import scheduler_pb2 as pb
 from manifests.format import Manifest, ManifestError, parse
 from renderer_worker.episode import EpisodeJob, EpisodeOutcome
-from renderer_worker.failures import EpisodeFailure, FailureReason
+from renderer_worker.failures import EpisodeFailure
 from renderer_worker.lease_keeper import LeaseKeeper, LeaseLost
 from renderer_worker.policy_endpoints import PolicyEndpoints
 from renderer_worker.runner import EpisodeEnded, EpisodeRunner
@@ -204,9 +205,11 @@ class Worker:
             log.warning("task %s left to its lease expiry (manifest not fetched): %s", lease.task_id, exc)
             return False
         except (ManifestError, NotFound) as exc:
-            failure = EpisodeFailure(FailureReason.BENCHMARK_ERROR, f"manifest {lease.manifest_hash}: {exc}")
+            failure = EpisodeFailure(
+                FailureReason.FAILURE_REASON_BENCHMARK_ERROR, f"manifest {lease.manifest_hash}: {exc}"
+            )
             log.warning("claimed %s but cannot run it: %s", lease.task_id, failure)
-            self._end_lease(lease, lambda: self._scheduler.fail(lease, str(failure), failure.retryable))
+            self._fail_lease(lease, failure)
             return True
         task = HeldTask(lease, manifest, deque(lease.episodes))
         self._tasks[lease.task_id] = task
@@ -240,7 +243,7 @@ class Worker:
                 self._fail_task(
                     task,
                     EpisodeFailure(
-                        FailureReason.POLICY_UNAVAILABLE,
+                        FailureReason.FAILURE_REASON_POLICY_UNAVAILABLE,
                         f"no reachable policy server serves checkpoint {task.lease.checkpoint or '(any)'}",
                     ),
                 )
@@ -294,7 +297,9 @@ class Worker:
             return
         except InvalidArgument as exc:
             # The adapter produced a result the scheduler cannot store; it would do so again anywhere.
-            failure = EpisodeFailure(FailureReason.BENCHMARK_ERROR, f"episode {index}: result refused: {exc}")
+            failure = EpisodeFailure(
+                FailureReason.FAILURE_REASON_BENCHMARK_ERROR, f"episode {index}: result refused: {exc}"
+            )
             log.warning("%s: %s", task.lease.task_id, failure)
             self._fail_task(task, failure)
             return
@@ -323,7 +328,7 @@ class Worker:
                 task.running.discard(job.index)
                 if overdue:
                     message = f"episode {job.index} ran past {self.config.episode_timeout_s}s"
-                    self._fail_task(task, EpisodeFailure(FailureReason.TIMEOUT, message))
+                    self._fail_task(task, EpisodeFailure(FailureReason.FAILURE_REASON_TIMEOUT, message))
                 elif task.finished_running:
                     self._finish(task)
 
@@ -334,11 +339,17 @@ class Worker:
         lease, failure = task.lease, task.failure
         self._drop(lease.task_id)
         if failure is not None:
-            self._end_lease(lease, lambda: self._scheduler.fail(lease, str(failure), failure.retryable))
+            self._fail_lease(lease, failure)
         elif task.reported >= set(lease.episodes):
             self._end_lease(lease, lambda: self._scheduler.complete(lease, {"worker": self.config.worker_id}))
         else:
             self._end_lease(lease, lambda: self._scheduler.release(lease, "worker shutting down"))
+
+    def _fail_lease(self, lease: pb.Lease, failure: EpisodeFailure) -> None:
+        """Ends the attempt as an infrastructure failure, its reason typed on the wire."""
+        self._end_lease(
+            lease, lambda: self._scheduler.fail(lease, failure.message, failure.retryable, reason=failure.reason)
+        )
 
     def _end_lease(self, lease: pb.Lease, call: Callable[[], object]) -> None:
         try:

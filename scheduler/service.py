@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 
 import grpc
 
-from evalfleet.scheduler_api.errors import ERROR_KIND_KEY, InvalidArgument, SchedulerError
+from evalfleet.scheduler_api.errors import InvalidArgument, SchedulerError
 from evalfleet.scheduler_api.limits import MAX_MANIFEST_BYTES, MAX_TEXT_BYTES
 from evalfleet.v1 import scheduler_pb2 as pb
 from evalfleet.v1 import scheduler_pb2_grpc as pb_grpc
@@ -47,7 +47,7 @@ def _handler(method: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]
         try:
             return await method(self, request, context)
         except SchedulerError as exc:
-            await context.abort(exc.code, str(exc), trailing_metadata=((ERROR_KIND_KEY, type(exc).__name__),))
+            await context.abort(exc.code, str(exc), trailing_metadata=exc.trailing_metadata())
             raise  # unreachable: abort raises
 
     return wrapper
@@ -76,6 +76,15 @@ class _Readers:
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)
+
+
+def _failure_reason(reason: int) -> int:
+    """A reason a worker may give: a defined FailureReason other than the scheduler's own."""
+    if reason not in pb.FailureReason.values():
+        raise InvalidArgument(f"{reason} is not a FailureReason", field="reason")
+    if reason == pb.FAILURE_REASON_LEASE_EXPIRED:
+        raise InvalidArgument("FAILURE_REASON_LEASE_EXPIRED is set by the scheduler only", field="reason")
+    return reason
 
 
 def _lease_ref(ref: pb.LeaseRef) -> tuple[str, int]:
@@ -272,8 +281,11 @@ class SchedulerService(pb_grpc.SchedulerServicer):
     async def Fail(self, request: pb.FailRequest, context: Any) -> pb.FailResponse:
         task_id, token = _lease_ref(request.lease)
         error = _text(request.error, "error")
+        reason = _failure_reason(request.reason)
         now = time.time()
-        state = await self._writer.run(lambda conn: store.fail(conn, task_id, token, error, request.retryable, now))
+        state = await self._writer.run(
+            lambda conn: store.fail(conn, task_id, token, error, request.retryable, now, reason)
+        )
         if state == "pending":
             self.metrics.retries.inc()
         return pb.FailResponse(state=store.STATE_TO_PB[state])

@@ -26,12 +26,18 @@ from typing import Any
 
 from evalfleet.scheduler_api.errors import Conflict, InvalidArgument, NotFound, PreconditionFailed, StaleLease
 from evalfleet.scheduler_api.limits import MAX_TEXT_BYTES
-from evalfleet.scheduler_api.vocabulary import TASK_STATE_NAMES, TASK_STATE_NAMES_BY_ENUM, TASK_STATES
+from evalfleet.scheduler_api.vocabulary import (
+    TASK_STATE_NAMES,
+    TASK_STATE_NAMES_BY_ENUM,
+    TASK_STATES,
+    failure_reason_name,
+    failure_text,
+)
 from evalfleet.v1 import scheduler_pb2 as pb
 from manifests import format as manifest_format
 from manifests.partition import minibatches
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -71,6 +77,7 @@ CREATE TABLE IF NOT EXISTS tasks (
     lease_deadline REAL,
     worker_id TEXT NOT NULL DEFAULT '',
     last_error TEXT NOT NULL DEFAULT '',
+    last_failure_reason INTEGER NOT NULL DEFAULT 0,
     result TEXT NOT NULL DEFAULT '',
     updated_at REAL NOT NULL
 );
@@ -89,6 +96,7 @@ CREATE TABLE IF NOT EXISTS attempts (
     ended_at REAL,
     outcome TEXT NOT NULL DEFAULT 'running',
     error TEXT NOT NULL DEFAULT '',
+    failure_reason INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (task_id, fencing_token)
 );
 CREATE TABLE IF NOT EXISTS episode_results (
@@ -131,6 +139,10 @@ _ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 WORKER_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@/-]{0,127}$")
 
 
+class SchemaVersionError(Exception):
+    """The database was written by a newer scheduler: opening it could lose what this one cannot read."""
+
+
 def connect(path: str | Path, *, synchronous: str = "NORMAL") -> sqlite3.Connection:
     """Opens the database in WAL mode. NORMAL survives a process crash; FULL also survives power loss.
 
@@ -155,13 +167,46 @@ def checkpoint(conn: sqlite3.Connection, mode: str = "PASSIVE") -> None:
 
 
 def initialize(conn: sqlite3.Connection) -> None:
-    """Creates the schema (idempotent) and refuses a database written by another schema version."""
+    """Creates the schema (idempotent), upgrades an older database, refuses a newer one."""
+    row = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'meta'").fetchone()
+    version = None
+    if row is not None:
+        stored = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        version = int(stored["value"]) if stored is not None else None
+    if version is not None and version > SCHEMA_VERSION:
+        raise SchemaVersionError(
+            f"database schema version {version} is newer than this scheduler's ({SCHEMA_VERSION}); "
+            "run the scheduler release that wrote it"
+        )
+    if version == 1:
+        _upgrade_from_1(conn)
     conn.executescript(SCHEMA)
-    row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-    if row is None:
-        conn.execute("INSERT INTO meta (key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
-    elif int(row["value"]) != SCHEMA_VERSION:
-        raise RuntimeError(f"database schema version {row['value']}, this scheduler needs {SCHEMA_VERSION}")
+    conn.execute(
+        "INSERT INTO meta (key, value) VALUES ('schema_version', ?)"
+        " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+        (str(SCHEMA_VERSION),),
+    )
+
+
+def _upgrade_from_1(conn: sqlite3.Connection) -> None:
+    """Version 2 stores each failure's reason as a FailureReason number beside its text. Version 1
+    kept it only as the text's "[reason]" prefix (a lost lease had none), so it is read from there."""
+    # Each step may be repeated: an upgrade cut short by a crash runs again at the next start.
+    for table, column in (("tasks", "last_failure_reason"), ("attempts", "failure_reason")):
+        if column not in {row["name"] for row in conn.execute(f"PRAGMA table_info({table})")}:
+            conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} INTEGER NOT NULL DEFAULT 0")
+    conn.execute("UPDATE attempts SET failure_reason = ? WHERE outcome = 'lost'", (pb.FAILURE_REASON_LEASE_EXPIRED,))
+    for value in pb.FailureReason.values():
+        if name := failure_reason_name(value):
+            prefix = f"[{name}] %"
+            conn.execute(
+                "UPDATE attempts SET failure_reason = ? WHERE outcome = 'failed' AND error LIKE ?", (value, prefix)
+            )
+            conn.execute("UPDATE tasks SET last_failure_reason = ? WHERE last_error LIKE ?", (value, prefix))
+    conn.execute(
+        "UPDATE tasks SET last_failure_reason = ? WHERE last_error LIKE 'lease expired (%'",
+        (pb.FAILURE_REASON_LEASE_EXPIRED,),
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -426,10 +471,18 @@ def _current_task(conn: sqlite3.Connection, task_id: str, fencing_token: int) ->
     return task
 
 
-def _end_attempt(conn: sqlite3.Connection, task: sqlite3.Row, outcome: str, error: str, now: float) -> None:
+def _end_attempt(
+    conn: sqlite3.Connection,
+    task: sqlite3.Row,
+    outcome: str,
+    error: str,
+    now: float,
+    reason: int = pb.FAILURE_REASON_UNSPECIFIED,
+) -> None:
     conn.execute(
-        "UPDATE attempts SET ended_at = ?, outcome = ?, error = ? WHERE task_id = ? AND fencing_token = ?",
-        (now, outcome, error, task["id"], task["fencing_token"]),
+        "UPDATE attempts SET ended_at = ?, outcome = ?, error = ?, failure_reason = ?"
+        " WHERE task_id = ? AND fencing_token = ?",
+        (now, outcome, error, reason, task["id"], task["fencing_token"]),
     )
     _release_worker(conn, task["worker_id"], task["id"])
 
@@ -504,15 +557,28 @@ def complete(conn: sqlite3.Connection, task_id: str, fencing_token: int, result_
     _end_attempt(conn, task, "succeeded", "", now)
 
 
-def fail(conn: sqlite3.Connection, task_id: str, fencing_token: int, error: str, retryable: bool, now: float) -> str:
-    """Ends an attempt as an infrastructure failure. Returns the task's new state."""
+def fail(
+    conn: sqlite3.Connection,
+    task_id: str,
+    fencing_token: int,
+    error: str,
+    retryable: bool,
+    now: float,
+    reason: int = pb.FAILURE_REASON_UNSPECIFIED,
+) -> str:
+    """Ends an attempt as an infrastructure failure for ``reason``. Returns the task's new state.
+
+    The text kept for people is "[reason] error"; the reason is also kept as its number.
+    """
     task = _current_task(conn, task_id, fencing_token)
     state = "pending" if retryable and task["attempts"] < task["max_attempts"] else "failed"
+    text = failure_text(reason, error)
     conn.execute(
-        "UPDATE tasks SET state = ?, lease_deadline = NULL, last_error = ?, updated_at = ? WHERE id = ?",
-        (state, error, now, task_id),
+        "UPDATE tasks SET state = ?, lease_deadline = NULL, last_error = ?, last_failure_reason = ?, updated_at = ?"
+        " WHERE id = ?",
+        (state, text, reason, now, task_id),
     )
-    _end_attempt(conn, task, "failed", error, now)
+    _end_attempt(conn, task, "failed", text, now, reason)
     return state
 
 
@@ -534,10 +600,11 @@ def reap_expired(conn: sqlite3.Connection, now: float) -> list[str]:
         error = f"lease expired (worker {task['worker_id']}, attempt {task['attempts']})"
         state = "pending" if task["attempts"] < task["max_attempts"] else "failed"
         conn.execute(
-            "UPDATE tasks SET state = ?, lease_deadline = NULL, last_error = ?, updated_at = ? WHERE seq = ?",
-            (state, error, now, task["seq"]),
+            "UPDATE tasks SET state = ?, lease_deadline = NULL, last_error = ?, last_failure_reason = ?,"
+            " updated_at = ? WHERE seq = ?",
+            (state, error, pb.FAILURE_REASON_LEASE_EXPIRED, now, task["seq"]),
         )
-        _end_attempt(conn, task, "lost", error, now)
+        _end_attempt(conn, task, "lost", error, now, pb.FAILURE_REASON_LEASE_EXPIRED)
     return [task["id"] for task in expired]
 
 
@@ -717,6 +784,12 @@ def summary(conn: sqlite3.Connection, submission_id: str) -> pb.GetSummaryRespon
             (submission_id, row["manifest_hash"]),
         ).fetchall()
         all_counts.extend(counts)
+        failures = conn.execute(
+            "SELECT a.failure_reason AS reason, COUNT(*) AS n FROM attempts a JOIN tasks u ON u.id = a.task_id"
+            " WHERE u.submission_id = ? AND u.manifest_hash = ? AND a.outcome IN ('failed', 'lost')"
+            " GROUP BY a.failure_reason ORDER BY a.failure_reason",
+            (submission_id, row["manifest_hash"]),
+        ).fetchall()
         response.manifests.append(
             pb.ManifestSummary(
                 manifest_hash=row["manifest_hash"],
@@ -732,6 +805,7 @@ def summary(conn: sqlite3.Connection, submission_id: str) -> pb.GetSummaryRespon
                 episode_wall_seconds_mean=results["wall"] / results["n"] if results["n"] else 0.0,
                 episode_wall_seconds_max=results["wall_max"],
                 tasks=_state_counts(counts),
+                failures=[pb.FailureCount(reason=failure["reason"], attempts=failure["n"]) for failure in failures],
             )
         )
     response.episodes_planned = sum(m.episodes_planned for m in response.manifests)
@@ -778,6 +852,7 @@ def _task_info(row: sqlite3.Row) -> pb.TaskInfo:
         worker_id=row["worker_id"],
         lease_deadline=row["lease_deadline"] or 0.0,
         last_error=row["last_error"],
+        last_failure_reason=row["last_failure_reason"],
         episodes_done=row["done"],
         updated_at=row["updated_at"],
         checkpoint=row["checkpoint"],
@@ -803,6 +878,7 @@ def get_task(conn: sqlite3.Connection, task_id: str) -> pb.GetTaskResponse:
                 ended_at=attempt["ended_at"] or 0.0,
                 outcome=attempt["outcome"],
                 error=attempt["error"],
+                failure_reason=attempt["failure_reason"],
             )
         )
     for result in conn.execute("SELECT * FROM episode_results WHERE task_id = ? ORDER BY episode_index", (task_id,)):

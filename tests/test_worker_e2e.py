@@ -122,6 +122,7 @@ def test_inference_server_restart_mid_episode_is_an_infrastructure_retry(
     (task,) = client.tasks(selector("restart")).tasks
     assert task.attempts == 2
     assert task.last_error.startswith(("[policy_restarted]", "[policy_unavailable]")), task.last_error
+    assert task.last_failure_reason in (pb.FAILURE_REASON_POLICY_RESTARTED, pb.FAILURE_REASON_POLICY_UNAVAILABLE)
     summary = client.summary("restart")
     assert summary.episodes_completed == 2
     assert summary.episodes_succeeded == sum(e["success"] for e in manifest.episodes)
@@ -147,6 +148,7 @@ def test_a_result_the_scheduler_refuses_fails_its_task_not_the_worker(scheduler,
     assert failed[0].last_error == (
         "[benchmark_error] episode 0: result refused: result.info_json: larger than 65536 bytes"
     )
+    assert failed[0].last_failure_reason == pb.FAILURE_REASON_BENCHMARK_ERROR
 
 
 def test_worker_serving_another_identity_claims_nothing(scheduler, start_policy, start_worker):
@@ -191,6 +193,7 @@ def test_a_crashed_simulator_process_is_an_infrastructure_retry(scheduler, start
     wait_until(lambda: client.status("crash").tasks.succeeded == 1, 120, "task retried and done")
     (task,) = client.tasks(selector("crash")).tasks
     assert task.attempts == 2 and task.last_error.startswith("[simulator_crash] episode process exited with code -9")
+    assert task.last_failure_reason == pb.FAILURE_REASON_SIMULATOR_CRASH
     summary = client.summary("crash")
     assert summary.episodes_completed == 2
     assert summary.episodes_succeeded == sum(e["success"] for e in manifest.episodes)
@@ -213,6 +216,7 @@ def test_an_episode_past_its_timeout_is_killed_and_retried_until_the_budget_is_s
     wait_until(lambda: client.status("slow").tasks.failed == 1, 120, "both attempts timed out")
     (task,) = client.tasks(selector("slow")).tasks
     assert task.attempts == 2 and task.last_error == "[timeout] episode 0 ran past 1.0s"
+    assert task.last_failure_reason == pb.FAILURE_REASON_TIMEOUT
     assert worker.running
     assert client.summary("slow").episodes_completed == 0
 

@@ -6,9 +6,10 @@ import numpy as np
 import pytest
 
 from benchmarks.base import Observation
+from evalfleet.v1 import scheduler_pb2 as pb
 from renderer_worker.cli import parse_adapter_options
 from renderer_worker.episode import EpisodeJob, _checked_chunk, _for_policy
-from renderer_worker.failures import EpisodeFailure, FailureReason
+from renderer_worker.failures import EpisodeFailure
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -28,7 +29,7 @@ def test_a_camera_the_policy_needs_but_the_benchmark_lacks_is_a_policy_error():
     observation = Observation(images={}, state={"joints": np.zeros(3)})
     with pytest.raises(EpisodeFailure) as caught:
         _for_policy(observation, JOB)
-    assert caught.value.reason is FailureReason.POLICY_ERROR and "camera 'front'" in str(caught.value)
+    assert caught.value.reason == pb.FAILURE_REASON_POLICY_ERROR and "camera 'front'" in str(caught.value)
 
 
 @pytest.mark.parametrize(
@@ -38,7 +39,9 @@ def test_a_camera_the_policy_needs_but_the_benchmark_lacks_is_a_policy_error():
 def test_unusable_chunks_are_policy_errors(chunk, text):
     with pytest.raises(EpisodeFailure) as caught:
         _checked_chunk(chunk, 7, step=3)
-    assert caught.value.reason is FailureReason.POLICY_ERROR and caught.value.retryable and text in str(caught.value)
+    assert (
+        caught.value.reason == pb.FAILURE_REASON_POLICY_ERROR and caught.value.retryable and text in str(caught.value)
+    )
 
 
 def test_adapter_options_parse_json_values():

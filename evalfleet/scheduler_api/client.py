@@ -21,7 +21,7 @@ from evalfleet.auth import bearer_metadata
 from evalfleet.channels import channel_options, open_channel
 from evalfleet.scheduler_api.errors import from_rpc_error
 from evalfleet.scheduler_api.limits import MAX_TEXT_BYTES, MESSAGE_LIMIT
-from evalfleet.scheduler_api.vocabulary import task_state
+from evalfleet.scheduler_api.vocabulary import task_state, task_state_name
 from evalfleet.v1 import scheduler_pb2 as pb
 from evalfleet.v1 import scheduler_pb2_grpc as pb_grpc
 from manifests.format import Manifest
@@ -211,11 +211,21 @@ class SchedulerClient:
         response: pb.CompleteResponse = self._call("Complete", request)
         return response.next if response.HasField("next") else None
 
-    def fail(self, lease: Lease, error: str, retryable: bool = True) -> str:
-        """Ends the attempt as an infrastructure failure; returns the task's new state name."""
-        request = pb.FailRequest(lease=_ref(lease), error=clip_text(error), retryable=retryable)
+    def fail(
+        self,
+        lease: Lease,
+        error: str,
+        retryable: bool = True,
+        *,
+        reason: pb.FailureReason = pb.FAILURE_REASON_UNSPECIFIED,
+    ) -> str:
+        """Ends the attempt as an infrastructure failure for ``reason``; returns the task's new state name.
+
+        ``error`` is the message people read; the scheduler stores it as "[reason] error".
+        """
+        request = pb.FailRequest(lease=_ref(lease), error=clip_text(error), retryable=retryable, reason=reason)
         response: pb.FailResponse = self._call("Fail", request)
-        return pb.TaskState.Name(response.state).removeprefix("TASK_STATE_").lower()
+        return task_state_name(response.state)
 
     def release(self, lease: Lease, reason: str = "") -> None:
         self._call("Release", pb.ReleaseRequest(lease=_ref(lease), reason=clip_text(reason)))

@@ -8,6 +8,9 @@ state is added in the proto and in ``TASK_STATE_NAMES`` and nowhere else.
 A success rate is succeeded over *completed* episodes, never over planned ones: an incomplete
 submission's rate covers what has run so far, and a population with nothing completed has no rate
 (None, shown as ``-``) rather than 0.
+
+Failure reasons: ``FailureReason`` on the wire and in the database; people read the short name
+(``simulator_crash``) in tables, logs and error text ("[simulator_crash] episode process exited").
 """
 
 from __future__ import annotations
@@ -55,3 +58,23 @@ def success_percent(succeeded: int, completed: int) -> str:
     """The rate as tables and progress lines show it: ``"28.8%"``, or ``"-"`` when nothing completed."""
     percent = success_rate(succeeded, completed, scale=100.0)
     return "-" if percent is None else f"{percent:.1f}%"
+
+
+FailureReason = pb.FailureReason
+_FAILURE_PREFIX = "FAILURE_REASON_"
+
+
+def failure_reason_name(reason: int) -> str:
+    """`simulator_crash` for FAILURE_REASON_SIMULATOR_CRASH; "" for the unspecified reason.
+
+    Takes any number, as read from a database or a message; one outside the enum raises ValueError.
+    """
+    if reason == FailureReason.FAILURE_REASON_UNSPECIFIED:
+        return ""
+    return FailureReason.Name(reason).removeprefix(_FAILURE_PREFIX).lower()
+
+
+def failure_text(reason: int, message: str) -> str:
+    """What people read of a failure: "[reason] message", or the message alone without a reason."""
+    name = failure_reason_name(reason)
+    return f"[{name}] {message}" if name else message

@@ -15,12 +15,52 @@ class TaskState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     TASK_STATE_SUCCEEDED: _ClassVar[TaskState]
     TASK_STATE_FAILED: _ClassVar[TaskState]
     TASK_STATE_CANCELLED: _ClassVar[TaskState]
+
+class FailureReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    FAILURE_REASON_UNSPECIFIED: _ClassVar[FailureReason]
+    FAILURE_REASON_SIMULATOR_CRASH: _ClassVar[FailureReason]
+    FAILURE_REASON_POLICY_UNAVAILABLE: _ClassVar[FailureReason]
+    FAILURE_REASON_POLICY_RESTARTED: _ClassVar[FailureReason]
+    FAILURE_REASON_POLICY_ERROR: _ClassVar[FailureReason]
+    FAILURE_REASON_IDENTITY_MISMATCH: _ClassVar[FailureReason]
+    FAILURE_REASON_TIMEOUT: _ClassVar[FailureReason]
+    FAILURE_REASON_BENCHMARK_ERROR: _ClassVar[FailureReason]
+    FAILURE_REASON_LEASE_EXPIRED: _ClassVar[FailureReason]
+
+class ErrorKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    ERROR_KIND_UNSPECIFIED: _ClassVar[ErrorKind]
+    ERROR_KIND_INVALID_ARGUMENT: _ClassVar[ErrorKind]
+    ERROR_KIND_NOT_FOUND: _ClassVar[ErrorKind]
+    ERROR_KIND_CONFLICT: _ClassVar[ErrorKind]
+    ERROR_KIND_STALE_LEASE: _ClassVar[ErrorKind]
+    ERROR_KIND_PRECONDITION_FAILED: _ClassVar[ErrorKind]
+    ERROR_KIND_UNAUTHENTICATED: _ClassVar[ErrorKind]
+    ERROR_KIND_UNAVAILABLE: _ClassVar[ErrorKind]
 TASK_STATE_UNSPECIFIED: TaskState
 TASK_STATE_PENDING: TaskState
 TASK_STATE_LEASED: TaskState
 TASK_STATE_SUCCEEDED: TaskState
 TASK_STATE_FAILED: TaskState
 TASK_STATE_CANCELLED: TaskState
+FAILURE_REASON_UNSPECIFIED: FailureReason
+FAILURE_REASON_SIMULATOR_CRASH: FailureReason
+FAILURE_REASON_POLICY_UNAVAILABLE: FailureReason
+FAILURE_REASON_POLICY_RESTARTED: FailureReason
+FAILURE_REASON_POLICY_ERROR: FailureReason
+FAILURE_REASON_IDENTITY_MISMATCH: FailureReason
+FAILURE_REASON_TIMEOUT: FailureReason
+FAILURE_REASON_BENCHMARK_ERROR: FailureReason
+FAILURE_REASON_LEASE_EXPIRED: FailureReason
+ERROR_KIND_UNSPECIFIED: ErrorKind
+ERROR_KIND_INVALID_ARGUMENT: ErrorKind
+ERROR_KIND_NOT_FOUND: ErrorKind
+ERROR_KIND_CONFLICT: ErrorKind
+ERROR_KIND_STALE_LEASE: ErrorKind
+ERROR_KIND_PRECONDITION_FAILED: ErrorKind
+ERROR_KIND_UNAUTHENTICATED: ErrorKind
+ERROR_KIND_UNAVAILABLE: ErrorKind
 
 class PutManifestRequest(_message.Message):
     __slots__ = ("body", "expected_hash")
@@ -219,14 +259,16 @@ class CompleteResponse(_message.Message):
     def __init__(self, next: _Optional[_Union[Lease, _Mapping]] = ...) -> None: ...
 
 class FailRequest(_message.Message):
-    __slots__ = ("lease", "error", "retryable")
+    __slots__ = ("lease", "error", "retryable", "reason")
     LEASE_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
     RETRYABLE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
     lease: LeaseRef
     error: str
     retryable: bool
-    def __init__(self, lease: _Optional[_Union[LeaseRef, _Mapping]] = ..., error: _Optional[str] = ..., retryable: _Optional[bool] = ...) -> None: ...
+    reason: FailureReason
+    def __init__(self, lease: _Optional[_Union[LeaseRef, _Mapping]] = ..., error: _Optional[str] = ..., retryable: _Optional[bool] = ..., reason: _Optional[_Union[FailureReason, str]] = ...) -> None: ...
 
 class FailResponse(_message.Message):
     __slots__ = ("state",)
@@ -305,7 +347,7 @@ class GetSummaryRequest(_message.Message):
     def __init__(self, submission_id: _Optional[str] = ...) -> None: ...
 
 class ManifestSummary(_message.Message):
-    __slots__ = ("manifest_hash", "benchmark", "task", "setting", "episodes_planned", "episodes_completed", "episodes_succeeded", "attempts", "workers", "episode_wall_seconds_total", "episode_wall_seconds_mean", "episode_wall_seconds_max", "tasks")
+    __slots__ = ("manifest_hash", "benchmark", "task", "setting", "episodes_planned", "episodes_completed", "episodes_succeeded", "attempts", "workers", "episode_wall_seconds_total", "episode_wall_seconds_mean", "episode_wall_seconds_max", "tasks", "failures")
     MANIFEST_HASH_FIELD_NUMBER: _ClassVar[int]
     BENCHMARK_FIELD_NUMBER: _ClassVar[int]
     TASK_FIELD_NUMBER: _ClassVar[int]
@@ -319,6 +361,7 @@ class ManifestSummary(_message.Message):
     EPISODE_WALL_SECONDS_MEAN_FIELD_NUMBER: _ClassVar[int]
     EPISODE_WALL_SECONDS_MAX_FIELD_NUMBER: _ClassVar[int]
     TASKS_FIELD_NUMBER: _ClassVar[int]
+    FAILURES_FIELD_NUMBER: _ClassVar[int]
     manifest_hash: str
     benchmark: str
     task: str
@@ -332,7 +375,16 @@ class ManifestSummary(_message.Message):
     episode_wall_seconds_mean: float
     episode_wall_seconds_max: float
     tasks: StateCounts
-    def __init__(self, manifest_hash: _Optional[str] = ..., benchmark: _Optional[str] = ..., task: _Optional[str] = ..., setting: _Optional[str] = ..., episodes_planned: _Optional[int] = ..., episodes_completed: _Optional[int] = ..., episodes_succeeded: _Optional[int] = ..., attempts: _Optional[int] = ..., workers: _Optional[int] = ..., episode_wall_seconds_total: _Optional[float] = ..., episode_wall_seconds_mean: _Optional[float] = ..., episode_wall_seconds_max: _Optional[float] = ..., tasks: _Optional[_Union[StateCounts, _Mapping]] = ...) -> None: ...
+    failures: _containers.RepeatedCompositeFieldContainer[FailureCount]
+    def __init__(self, manifest_hash: _Optional[str] = ..., benchmark: _Optional[str] = ..., task: _Optional[str] = ..., setting: _Optional[str] = ..., episodes_planned: _Optional[int] = ..., episodes_completed: _Optional[int] = ..., episodes_succeeded: _Optional[int] = ..., attempts: _Optional[int] = ..., workers: _Optional[int] = ..., episode_wall_seconds_total: _Optional[float] = ..., episode_wall_seconds_mean: _Optional[float] = ..., episode_wall_seconds_max: _Optional[float] = ..., tasks: _Optional[_Union[StateCounts, _Mapping]] = ..., failures: _Optional[_Iterable[_Union[FailureCount, _Mapping]]] = ...) -> None: ...
+
+class FailureCount(_message.Message):
+    __slots__ = ("reason", "attempts")
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    reason: FailureReason
+    attempts: int
+    def __init__(self, reason: _Optional[_Union[FailureReason, str]] = ..., attempts: _Optional[int] = ...) -> None: ...
 
 class GetSummaryResponse(_message.Message):
     __slots__ = ("submission_id", "checkpoint", "episodes_planned", "episodes_completed", "episodes_succeeded", "complete", "tasks", "manifests", "workers")
@@ -369,7 +421,7 @@ class TaskSelector(_message.Message):
     def __init__(self, submission_id: _Optional[str] = ..., task_ids: _Optional[_Iterable[str]] = ..., route: _Optional[str] = ..., states: _Optional[_Iterable[_Union[TaskState, str]]] = ...) -> None: ...
 
 class TaskInfo(_message.Message):
-    __slots__ = ("task_id", "submission_id", "index", "manifest_hash", "episode_start", "episode_end", "route", "priority", "state", "attempts", "max_attempts", "fencing_token", "worker_id", "lease_deadline", "last_error", "episodes_done", "updated_at", "checkpoint")
+    __slots__ = ("task_id", "submission_id", "index", "manifest_hash", "episode_start", "episode_end", "route", "priority", "state", "attempts", "max_attempts", "fencing_token", "worker_id", "lease_deadline", "last_error", "episodes_done", "updated_at", "checkpoint", "last_failure_reason")
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     SUBMISSION_ID_FIELD_NUMBER: _ClassVar[int]
     INDEX_FIELD_NUMBER: _ClassVar[int]
@@ -388,6 +440,7 @@ class TaskInfo(_message.Message):
     EPISODES_DONE_FIELD_NUMBER: _ClassVar[int]
     UPDATED_AT_FIELD_NUMBER: _ClassVar[int]
     CHECKPOINT_FIELD_NUMBER: _ClassVar[int]
+    LAST_FAILURE_REASON_FIELD_NUMBER: _ClassVar[int]
     task_id: str
     submission_id: str
     index: int
@@ -406,7 +459,8 @@ class TaskInfo(_message.Message):
     episodes_done: int
     updated_at: float
     checkpoint: str
-    def __init__(self, task_id: _Optional[str] = ..., submission_id: _Optional[str] = ..., index: _Optional[int] = ..., manifest_hash: _Optional[str] = ..., episode_start: _Optional[int] = ..., episode_end: _Optional[int] = ..., route: _Optional[str] = ..., priority: _Optional[int] = ..., state: _Optional[_Union[TaskState, str]] = ..., attempts: _Optional[int] = ..., max_attempts: _Optional[int] = ..., fencing_token: _Optional[int] = ..., worker_id: _Optional[str] = ..., lease_deadline: _Optional[float] = ..., last_error: _Optional[str] = ..., episodes_done: _Optional[int] = ..., updated_at: _Optional[float] = ..., checkpoint: _Optional[str] = ...) -> None: ...
+    last_failure_reason: FailureReason
+    def __init__(self, task_id: _Optional[str] = ..., submission_id: _Optional[str] = ..., index: _Optional[int] = ..., manifest_hash: _Optional[str] = ..., episode_start: _Optional[int] = ..., episode_end: _Optional[int] = ..., route: _Optional[str] = ..., priority: _Optional[int] = ..., state: _Optional[_Union[TaskState, str]] = ..., attempts: _Optional[int] = ..., max_attempts: _Optional[int] = ..., fencing_token: _Optional[int] = ..., worker_id: _Optional[str] = ..., lease_deadline: _Optional[float] = ..., last_error: _Optional[str] = ..., episodes_done: _Optional[int] = ..., updated_at: _Optional[float] = ..., checkpoint: _Optional[str] = ..., last_failure_reason: _Optional[_Union[FailureReason, str]] = ...) -> None: ...
 
 class ListTasksRequest(_message.Message):
     __slots__ = ("selector", "limit")
@@ -463,7 +517,7 @@ class GetTaskRequest(_message.Message):
     def __init__(self, task_id: _Optional[str] = ...) -> None: ...
 
 class Attempt(_message.Message):
-    __slots__ = ("attempt", "fencing_token", "worker_id", "started_at", "ended_at", "outcome", "error")
+    __slots__ = ("attempt", "fencing_token", "worker_id", "started_at", "ended_at", "outcome", "error", "failure_reason")
     ATTEMPT_FIELD_NUMBER: _ClassVar[int]
     FENCING_TOKEN_FIELD_NUMBER: _ClassVar[int]
     WORKER_ID_FIELD_NUMBER: _ClassVar[int]
@@ -471,6 +525,7 @@ class Attempt(_message.Message):
     ENDED_AT_FIELD_NUMBER: _ClassVar[int]
     OUTCOME_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
+    FAILURE_REASON_FIELD_NUMBER: _ClassVar[int]
     attempt: int
     fencing_token: int
     worker_id: str
@@ -478,7 +533,8 @@ class Attempt(_message.Message):
     ended_at: float
     outcome: str
     error: str
-    def __init__(self, attempt: _Optional[int] = ..., fencing_token: _Optional[int] = ..., worker_id: _Optional[str] = ..., started_at: _Optional[float] = ..., ended_at: _Optional[float] = ..., outcome: _Optional[str] = ..., error: _Optional[str] = ...) -> None: ...
+    failure_reason: FailureReason
+    def __init__(self, attempt: _Optional[int] = ..., fencing_token: _Optional[int] = ..., worker_id: _Optional[str] = ..., started_at: _Optional[float] = ..., ended_at: _Optional[float] = ..., outcome: _Optional[str] = ..., error: _Optional[str] = ..., failure_reason: _Optional[_Union[FailureReason, str]] = ...) -> None: ...
 
 class StoredEpisode(_message.Message):
     __slots__ = ("result", "fencing_token", "worker_id", "reported_at")

@@ -44,6 +44,7 @@ def add_commands(commands: Subcommands) -> None:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     from scheduler.server import ServeConfig, is_loopback, serve
+    from scheduler.store import SchemaVersionError
 
     token = read_token(args.token_file) if args.token_file else None
     if not is_loopback(args.host) and token is None:
@@ -65,5 +66,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         tls_key=args.tls_key.read_bytes() if args.tls_key else None,
         http_port=args.http_port,
     )
-    asyncio.run(serve(config))
+    try:
+        asyncio.run(serve(config))
+    except SchemaVersionError as exc:
+        raise UsageError(f"{args.db}: {exc}") from None
     return 0
