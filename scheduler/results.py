@@ -21,7 +21,7 @@ from typing import Any
 
 from google.protobuf import json_format
 
-from evalfleet.scheduler_api.vocabulary import success_rate
+from evalfleet.scheduler_api.vocabulary import failure_counts, success_rate
 from evalfleet.v1 import policy_pb2
 from evalfleet.v1 import scheduler_pb2 as pb
 
@@ -45,6 +45,7 @@ def _by_task(manifest: pb.ManifestSummary) -> dict[str, Any]:
         "manifest_hash": manifest.manifest_hash,
         **_counts(manifest.episodes_planned, manifest.episodes_completed, manifest.episodes_succeeded),
         "attempts": manifest.attempts,
+        "failed_attempts": failure_counts(manifest.failures),
         "workers": manifest.workers,
         "episode_wall_seconds": {
             "mean": round(manifest.episode_wall_seconds_mean, 3),

@@ -3,12 +3,13 @@ summary, and upgraded from the "[reason] text" a version-1 database kept."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import time
 
 import grpc
 import pytest
-from procs import cli
+from procs import cli, db_fingerprint
 
 from benchmarks.synthetic.manifest import build_synthetic
 from evalfleet.scheduler_api.errors import InvalidArgument, StaleLease
@@ -18,15 +19,7 @@ from evalfleet.v1 import scheduler_pb2_grpc as pb_grpc
 pytestmark = pytest.mark.timeout(120)
 
 
-def _db_fingerprint(path) -> list[tuple]:
-    with sqlite3.connect(path) as conn:
-        return [
-            *conn.execute("SELECT id, state, attempts, last_error, last_failure_reason FROM tasks ORDER BY id"),
-            *conn.execute("SELECT task_id, fencing_token, outcome, error, failure_reason FROM attempts ORDER BY 1, 2"),
-        ]
-
-
-def test_a_failure_keeps_its_reason_on_the_attempt_the_task_and_the_summary(scheduler):
+def test_a_failure_keeps_its_reason_on_the_attempt_the_task_and_the_summary(scheduler, tmp_path):
     client = scheduler.client()
     client.submit([build_synthetic(2, seed=1)], "synthetic", batch_size=2, max_attempts=3, submission_id="why")
     first = client.claim("w1", ["synthetic"])
@@ -51,6 +44,24 @@ def test_a_failure_keeps_its_reason_on_the_attempt_the_task_and_the_summary(sche
         (pb.FAILURE_REASON_SIMULATOR_CRASH, 1),
         (pb.FAILURE_REASON_TIMEOUT, 1),
     ]
+
+    env = {"EVALFLEET_SCHEDULER": scheduler.address}
+    shown = json.loads(cli("task", first.task_id, "--json", env=env).stdout)
+    assert [a["failure_reason"] for a in shown["attempts"]] == ["timeout", "simulator_crash", ""]
+    table = cli("task", first.task_id, env={**env, "COLUMNS": "200"}).stdout
+    assert "simulator_crash" in table and "episode process exited with code -9" in table
+    assert "[simulator_crash]" not in table, "the reason has a column of its own"
+
+    summary = json.loads(cli("summary", "why", "--json", env=env).stdout)
+    assert summary["manifests"][0]["failures"] == [
+        {"reason": "", "attempts": 1},
+        {"reason": "simulator_crash", "attempts": 1},
+        {"reason": "timeout", "attempts": 1},
+    ]
+    assert "unspecified 1, simulator_crash 1, timeout 1" in cli("summary", "why", env={**env, "COLUMNS": "250"}).stdout
+    cli("summary", "why", "--out", str(tmp_path / "RESULTS.json"), env=env)
+    results = json.loads((tmp_path / "RESULTS.json").read_text())
+    assert results["by_task"][0]["failed_attempts"] == {"unspecified": 1, "simulator_crash": 1, "timeout": 1}
 
 
 def test_an_expired_lease_is_lost_for_the_scheduler_s_own_reason(start_scheduler):
@@ -77,12 +88,12 @@ def test_a_reason_a_worker_may_not_give_is_refused_and_changes_nothing(scheduler
     client = scheduler.client()
     client.submit([build_synthetic(1, seed=3)], "synthetic", batch_size=1, submission_id="bad")
     lease = client.claim("w1", ["synthetic"])
-    before = _db_fingerprint(scheduler.db)
+    before = db_fingerprint(scheduler.db)
     with pytest.raises(InvalidArgument) as refused:
         client.fail(lease, "no", reason=reason)
     assert refused.value.code == grpc.StatusCode.INVALID_ARGUMENT
     assert str(refused.value).startswith("reason: ") and why in str(refused.value)
-    assert _db_fingerprint(scheduler.db) == before
+    assert db_fingerprint(scheduler.db) == before
 
 
 def test_the_error_kind_travels_as_its_enum_name(scheduler):

@@ -15,7 +15,7 @@ Failure reasons: ``FailureReason`` on the wire and in the database; people read 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import cast
 
@@ -78,3 +78,15 @@ def failure_text(reason: int, message: str) -> str:
     """What people read of a failure: "[reason] message", or the message alone without a reason."""
     name = failure_reason_name(reason)
     return f"[{name}] {message}" if name else message
+
+
+def failure_counts(failures: Iterable[pb.FailureCount]) -> dict[str, int]:
+    """Failed or lost attempts by reason name, in enum order: ``{"timeout": 2, "lease_expired": 1}``.
+
+    Attempts whose client named no reason count under ``"unspecified"``.
+    """
+    counts: dict[str, int] = {}
+    for failure in sorted(failures, key=lambda f: f.reason):
+        name = failure_reason_name(failure.reason) or "unspecified"
+        counts[name] = counts.get(name, 0) + failure.attempts
+    return counts

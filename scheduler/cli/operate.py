@@ -18,7 +18,7 @@ from rich.table import Table
 
 from evalfleet.auth import read_token
 from evalfleet.scheduler_api import client as client_module
-from evalfleet.scheduler_api.vocabulary import TASK_STATE_NAMES, success_percent, task_state_name
+from evalfleet.scheduler_api.vocabulary import TASK_STATE_NAMES, failure_reason_name, success_percent, task_state_name
 from evalfleet.v1 import scheduler_pb2 as pb
 from manifests import format as manifest_format
 from manifests.expected import longest_first
@@ -236,9 +236,10 @@ def cmd_task(args: argparse.Namespace) -> int:
     print(f"episodes   {task.episode_start}-{task.episode_end - 1}, {task.episodes_done} stored")
     print(f"attempts   {task.attempts}/{task.max_attempts}, priority {task.priority}")
     attempts = Table(title="attempts")
-    for column in ("attempt", "token", "worker", "started", "ended", "outcome", "error"):
+    for column in ("attempt", "token", "worker", "started", "ended", "outcome", "reason", "error"):
         attempts.add_column(column)
     for attempt in response.attempts:
+        reason = failure_reason_name(attempt.failure_reason)
         attempts.add_row(
             str(attempt.attempt),
             str(attempt.fencing_token),
@@ -246,7 +247,8 @@ def cmd_task(args: argparse.Namespace) -> int:
             _when(attempt.started_at),
             _when(attempt.ended_at),
             attempt.outcome,
-            attempt.error,
+            reason,
+            attempt.error.removeprefix(f"[{reason}] ") if reason else attempt.error,
         )
     episodes = Table(title="episodes")
     for column in ("episode", "success", "steps", "wall s", "worker", "token"):

@@ -10,13 +10,14 @@ from __future__ import annotations
 import argparse
 import datetime
 import importlib.util
+from collections.abc import Iterable
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from rich.table import Table
 
-from evalfleet.scheduler_api.vocabulary import success_percent, success_rate
+from evalfleet.scheduler_api.vocabulary import failure_counts, success_percent, success_rate
 from evalfleet.v1 import scheduler_pb2 as pb
 from scheduler import report
 from scheduler.cli.common import UsageError, add_client_command, connect, console, print_json
@@ -77,8 +78,20 @@ def cmd_summary(args: argparse.Namespace) -> int:
     if not response.complete:
         title += f" (INCOMPLETE: {response.episodes_completed}/{response.episodes_planned} episodes)"
     table = Table(title=title)
-    for column in ("benchmark", "task", "setting", "success", "rate", "done/planned", "attempts", "workers", "mean s"):
-        table.add_column(column, justify="left" if column in ("benchmark", "task", "setting") else "right")
+    columns = (
+        "benchmark",
+        "task",
+        "setting",
+        "success",
+        "rate",
+        "done/planned",
+        "attempts",
+        "failed",
+        "workers",
+        "mean s",
+    )
+    for column in columns:
+        table.add_column(column, justify="left" if column in ("benchmark", "task", "setting", "failed") else "right")
     for m in response.manifests:
         table.add_row(
             m.benchmark,
@@ -88,6 +101,7 @@ def cmd_summary(args: argparse.Namespace) -> int:
             success_percent(m.episodes_succeeded, m.episodes_completed),
             f"{m.episodes_completed}/{m.episodes_planned}",
             str(m.attempts),
+            _failures(m.failures),
             str(m.workers),
             f"{m.episode_wall_seconds_mean:.1f}",
         )
@@ -100,11 +114,17 @@ def cmd_summary(args: argparse.Namespace) -> int:
         success_percent(response.episodes_succeeded, response.episodes_completed),
         f"{response.episodes_completed}/{response.episodes_planned}",
         str(sum(m.attempts for m in response.manifests)),
+        _failures(failure for m in response.manifests for failure in m.failures),
         "",
         "",
     )
     console().print(table)
     return 0
+
+
+def _failures(failures: Iterable[pb.FailureCount]) -> str:
+    """Failed or lost attempts by reason, as a table cell: "timeout 2, lease_expired 1", or "-"."""
+    return ", ".join(f"{name} {count}" for name, count in failure_counts(failures).items()) or "-"
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
