@@ -6,7 +6,7 @@ EXTRAS := test,lint,inference,libero,robotwin,plots
 INSTALL_STAMP := $(VENV)/.evalfleet-installed
 PROTO_SRC := $(wildcard protos/evalfleet/v1/*.proto)
 
-.PHONY: demo test lint protos bench clean iproute2
+.PHONY: demo test test-fast lint protos bench clean iproute2
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -35,6 +35,11 @@ iproute2:
 # LIBERO is installed above, so its tests must run, not skip.
 test: $(INSTALL_STAMP) /usr/bin/chromium iproute2
 	EVALFLEET_REQUIRE_LIBERO=1 $(PY) -m pytest --durations=20
+
+# The core in a few minutes: everything but the tests that need LIBERO, chromium or network namespaces
+# (pytest markers in pyproject.toml). CI runs `make test`; this is for iterating.
+test-fast: $(INSTALL_STAMP)
+	$(PY) -m pytest -m "not libero and not browser and not netns"
 
 # Lint, format, types and the layering contracts (pyproject.toml); CI runs this before the tests.
 lint: $(INSTALL_STAMP)

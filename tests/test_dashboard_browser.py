@@ -29,7 +29,7 @@ if not CHROMIUM.exists():
     pytest.skip("needs Debian's chromium at /usr/bin/chromium (apt-get install -y chromium)", allow_module_level=True)
 sync_api = pytest.importorskip("playwright.sync_api", reason="needs playwright (pip install evalfleet[test])")
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = [pytest.mark.browser, pytest.mark.timeout(180)]
 WAIT_MS = 15_000
 
 

@@ -22,7 +22,7 @@ from manifests import format as manifest_format
 if importlib.util.find_spec("libero") is None and os.environ.get("EVALFLEET_REQUIRE_LIBERO") != "1":
     pytest.skip("LIBERO is not installed (scripts/install_libero.sh)", allow_module_level=True)
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.slow, pytest.mark.libero, pytest.mark.timeout(600)]
 
 CAMERA = 64
 MAX_STEPS = 6

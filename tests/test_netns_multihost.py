@@ -28,7 +28,7 @@ from procs import WORKER_LINE, ServiceProcess, policy_argv, policy_steps_logged,
 
 from manifests.format import parse
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.slow, pytest.mark.netns, pytest.mark.timeout(300)]
 
 _UNAVAILABLE = netns_unavailable()
 if _UNAVAILABLE and os.environ.get("EVALFLEET_REQUIRE_NETNS"):

@@ -31,7 +31,7 @@ if importlib.util.find_spec("libero") is None and os.environ.get("EVALFLEET_REQU
 
 from benchmarks.libero.adapter import LiberoBenchmark, add_build_arguments, build_manifests
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.libero]
 SMALL = ["--camera-size", "64", "--wait-steps", "2", "--max-steps", "3"]
 SPATIAL_TRIALS = 5
 

@@ -24,7 +24,7 @@ from inference_server.backends import History, HistoryEntry, Observation, Runtim
 from inference_server.backends.oracle import ORACLE_SETTINGS
 from inference_server.checkpoint import load, seal
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.libero]
 CAMERA = 32
 
 
