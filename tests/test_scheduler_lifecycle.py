@@ -1,4 +1,4 @@
-"""The scheduler contract (DESIGN.md, "Scheduler semantics") against a real server process."""
+"""The scheduler contract (docs/design.md) against a real server process."""
 
 from __future__ import annotations
 
