@@ -27,9 +27,11 @@ from urllib.parse import parse_qs, urlsplit
 from evalfleet.scheduler_api.errors import InvalidArgument, SchedulerError
 from evalfleet.scheduler_api.vocabulary import TASK_STATE_NAMES, TASK_STATES
 from evalfleet.v1 import scheduler_pb2 as pb
-from scheduler import store
 from scheduler.dashboard_page import LOGIN_PAGE, PAGE
-from scheduler.service import DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT, SchedulerService
+from scheduler.service import SchedulerService
+from scheduler.store import queries
+from scheduler.store.queries import DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT
+from scheduler.store.validation import MAX_PRIORITY
 from scheduler.wire_json import counts_dict, message_dict
 
 log = logging.getLogger(__name__)
@@ -96,9 +98,9 @@ class Dashboard:
         """Everything the front page shows, from one reader call so it is one consistent snapshot."""
 
         def read(conn: Any) -> dict[str, Any]:
-            status = store.status(conn, "")
-            summaries = [store.summary(conn, sub.submission_id) for sub in status.submissions]
-            workers = store.list_workers(conn, self.service.lease_seconds, time.time())
+            status = queries.status(conn, "")
+            summaries = [queries.summary(conn, sub.submission_id) for sub in status.submissions]
+            workers = queries.list_workers(conn, self.service.lease_seconds, time.time())
             return {
                 "now": time.time(),
                 "tasks": counts_dict(status.tasks),
@@ -115,10 +117,10 @@ class Dashboard:
         if query.get("state"):
             selector.states.extend(_states([query["state"]]))
         limit = _int(query.get("limit", str(DEFAULT_LIST_LIMIT)), "limit", 1, MAX_LIST_LIMIT)
-        response = self.service.read_blocking(lambda conn: store.list_tasks(conn, selector, limit))
+        response = self.service.read_blocking(lambda conn: queries.list_tasks(conn, selector, limit))
         tasks = [message_dict(task) for task in response.tasks]
         if query.get("priority"):
-            priority = _int(query["priority"], "priority", 0, store.MAX_PRIORITY)
+            priority = _int(query["priority"], "priority", 0, MAX_PRIORITY)
             tasks = [task for task in tasks if task["priority"] == priority]
         return {"tasks": tasks, "truncated": response.truncated}
 
@@ -126,7 +128,7 @@ class Dashboard:
         task_id = query.get("task_id", "")
         if not task_id:
             raise InvalidArgument("is required", field="task_id")
-        return message_dict(self.service.read_blocking(lambda conn: store.get_task(conn, task_id)))
+        return message_dict(self.service.read_blocking(lambda conn: queries.get_task(conn, task_id)))
 
     # Writes --------------------------------------------------------------------------------------
 

@@ -18,7 +18,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from evalfleet.scheduler_api.vocabulary import TASK_STATE_NAMES
-from scheduler import store
+from scheduler.store import queries
 
 T = TypeVar("T")
 Read = Callable[[Callable[[sqlite3.Connection], T]], T]
@@ -36,7 +36,7 @@ class _LevelCollector(Collector):
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         status, workers = self._read(
-            lambda conn: (store.status(conn, ""), store.list_workers(conn, self._lease_seconds, time.time()))
+            lambda conn: (queries.status(conn, ""), queries.list_workers(conn, self._lease_seconds, time.time()))
         )
         tasks = GaugeMetricFamily("evalfleet_scheduler_tasks", "Tasks by state", labels=["state"])
         for state in TASK_STATE_NAMES:

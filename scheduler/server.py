@@ -26,9 +26,9 @@ from evalfleet.auth import BearerTokenInterceptor
 from evalfleet.scheduler_api.limits import MESSAGE_LIMIT
 from evalfleet.v1 import scheduler_pb2, scheduler_pb2_grpc
 from evalfleet.wire import MalformedRequestInterceptor
-from scheduler import store
 from scheduler.dashboard import Dashboard
 from scheduler.service import SchedulerService
+from scheduler.store import schema
 from scheduler.writer import GroupCommitWriter
 
 log = logging.getLogger(__name__)
@@ -64,8 +64,8 @@ class SchedulerServer:
 
     def __init__(self, config: ServeConfig) -> None:
         self.config = config
-        conn = store.connect(config.db_path, synchronous=config.synchronous)
-        store.initialize(conn)
+        conn = schema.connect(config.db_path, synchronous=config.synchronous)
+        schema.initialize(conn)
         self.writer = GroupCommitWriter(conn)
         self.service = SchedulerService(config.db_path, self.writer, config.lease_seconds)
         # Authentication first; unparseable request bytes are INVALID_ARGUMENT (evalfleet.wire).

@@ -24,18 +24,26 @@ import grpc
 
 from evalfleet.scheduler_api.errors import InvalidArgument, SchedulerError
 from evalfleet.scheduler_api.limits import MAX_MANIFEST_BYTES, MAX_TEXT_BYTES
+from evalfleet.scheduler_api.vocabulary import TASK_STATES
 from evalfleet.v1 import scheduler_pb2 as pb
 from evalfleet.v1 import scheduler_pb2_grpc as pb_grpc
 from manifests.format import is_hash
-from scheduler import store
 from scheduler.metrics import SchedulerMetrics
+from scheduler.store import leases, queries, schema
+from scheduler.store import operations as store_operations
+from scheduler.store.validation import (
+    MAX_ATTEMPTS,
+    MAX_BATCH_SIZE,
+    check_id,
+    check_json_object,
+    check_priority,
+    check_worker_id,
+)
 from scheduler.writer import GroupCommitWriter
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-MAX_LIST_LIMIT = 100_000
-DEFAULT_LIST_LIMIT = 1_000
 _CHECKPOINT_MAX = 256
 
 
@@ -64,7 +72,7 @@ class _Readers:
     def _connection(self) -> sqlite3.Connection:
         conn = getattr(self._local, "conn", None)
         if conn is None:
-            conn = self._local.conn = store.connect(self._db_path)
+            conn = self._local.conn = schema.connect(self._db_path)
         return conn
 
     async def run(self, read: Callable[[sqlite3.Connection], T]) -> T:
@@ -105,7 +113,7 @@ def _episode_result(result: pb.EpisodeResult, field: str) -> pb.EpisodeResult:
     if not math.isfinite(result.wall_seconds) or result.wall_seconds < 0:
         raise InvalidArgument("must be a finite number >= 0", field=f"{field}.wall_seconds")
     _text(result.trace_digest, f"{field}.trace_digest", 256)
-    store.check_json_object(result.info_json, f"{field}.info_json")
+    check_json_object(result.info_json, f"{field}.info_json")
     return result
 
 
@@ -124,19 +132,19 @@ class SchedulerService(pb_grpc.SchedulerServicer):
         self.metrics = SchedulerMetrics(self.read_blocking, lease_seconds)
 
     def close(self) -> None:
-        self._readers.run_blocking(lambda conn: store.checkpoint(conn, "TRUNCATE"))
+        self._readers.run_blocking(lambda conn: schema.checkpoint(conn, "TRUNCATE"))
         self._readers.close()
 
     async def checkpoint_wal(self) -> None:
-        await self._readers.run(store.checkpoint)
+        await self._readers.run(schema.checkpoint)
 
     async def renew_held_leases(self) -> list[str]:
         deadline = time.time() + self.lease_seconds
-        return await self._writer.run(lambda conn: store.renew_held_leases(conn, deadline))
+        return await self._writer.run(lambda conn: leases.renew_held_leases(conn, deadline))
 
     async def reap_expired(self) -> list[str]:
         now = time.time()
-        expired = await self._writer.run(lambda conn: store.reap_expired(conn, now))
+        expired = await self._writer.run(lambda conn: leases.reap_expired(conn, now))
         self.metrics.lease_expiries.inc(len(expired))
         return expired
 
@@ -151,34 +159,34 @@ class SchedulerService(pb_grpc.SchedulerServicer):
         if request.expected_hash and not is_hash(request.expected_hash):
             raise InvalidArgument("must be 64 lowercase hex characters", field="expected_hash")
         now = time.time()
-        digest, created = await self._writer.run(
-            lambda conn: store.put_manifest(conn, request.body, request.expected_hash, now)
+        stored = await self._writer.run(
+            lambda conn: store_operations.put_manifest(conn, request.body, request.expected_hash, now)
         )
-        return pb.PutManifestResponse(hash=digest, created=created)
+        return pb.PutManifestResponse(hash=stored.hash, created=stored.created)
 
     @_handler
     async def GetManifest(self, request: pb.GetManifestRequest, context: Any) -> pb.GetManifestResponse:
         if not is_hash(request.hash):
             raise InvalidArgument("must be 64 lowercase hex characters", field="hash")
-        body = await self._readers.run(lambda conn: store.get_manifest(conn, request.hash))
+        body = await self._readers.run(lambda conn: queries.get_manifest(conn, request.hash))
         return pb.GetManifestResponse(hash=request.hash, body=body)
 
     @_handler
     async def Submit(self, request: pb.SubmitRequest, context: Any) -> pb.SubmitResponse:
-        store.check_id(request.submission_id, "submission_id")
+        check_id(request.submission_id, "submission_id")
         if not request.manifest_hashes:
             raise InvalidArgument("at least one manifest is required", field="manifest_hashes")
         for i, manifest_hash in enumerate(request.manifest_hashes):
             if not is_hash(manifest_hash):
                 raise InvalidArgument("must be 64 lowercase hex characters", field=f"manifest_hashes[{i}]")
-        store.check_id(request.route, "route")
-        if not 1 <= request.batch_size <= store.MAX_BATCH_SIZE:
-            raise InvalidArgument(f"{request.batch_size} is outside [1, {store.MAX_BATCH_SIZE}]", field="batch_size")
-        if not 1 <= request.max_attempts <= store.MAX_ATTEMPTS:
-            raise InvalidArgument(f"{request.max_attempts} is outside [1, {store.MAX_ATTEMPTS}]", field="max_attempts")
-        store.check_priority(request.priority)
-        labels = store.check_json_object(request.labels_json, "labels_json")
-        definition = store.SubmissionDefinition(
+        check_id(request.route, "route")
+        if not 1 <= request.batch_size <= MAX_BATCH_SIZE:
+            raise InvalidArgument(f"{request.batch_size} is outside [1, {MAX_BATCH_SIZE}]", field="batch_size")
+        if not 1 <= request.max_attempts <= MAX_ATTEMPTS:
+            raise InvalidArgument(f"{request.max_attempts} is outside [1, {MAX_ATTEMPTS}]", field="max_attempts")
+        check_priority(request.priority)
+        labels = check_json_object(request.labels_json, "labels_json")
+        definition = store_operations.SubmissionDefinition(
             manifest_hashes=tuple(request.manifest_hashes),
             route=request.route,
             batch_size=request.batch_size,
@@ -186,26 +194,29 @@ class SchedulerService(pb_grpc.SchedulerServicer):
             checkpoint=_checkpoint(request.checkpoint, "checkpoint"),
         )
         now = time.time()
-        created, total, episodes = await self._writer.run(
-            lambda conn: store.submit(conn, request.submission_id, definition, request.priority, labels, now)
+        submitted = await self._writer.run(
+            lambda conn: store_operations.submit(conn, request.submission_id, definition, request.priority, labels, now)
         )
         return pb.SubmitResponse(
-            submission_id=request.submission_id, tasks_created=created, tasks_total=total, episodes_total=episodes
+            submission_id=request.submission_id,
+            tasks_created=submitted.tasks_created,
+            tasks_total=submitted.tasks_total,
+            episodes_total=submitted.episodes_total,
         )
 
     # Workers and leases -----------------------------------------------------------------------
 
     @_handler
     async def RegisterWorker(self, request: pb.RegisterWorkerRequest, context: Any) -> pb.RegisterWorkerResponse:
-        store.check_worker_id(request.worker_id)
+        check_worker_id(request.worker_id)
         for i, route in enumerate(request.routes):
-            store.check_id(route, f"routes[{i}]")
-        versions = store.check_json_object(request.versions_json, "versions_json")
+            check_id(route, f"routes[{i}]")
+        versions = check_json_object(request.versions_json, "versions_json")
         host = _text(request.host, "host", 256)
         gpu_uuid = _text(request.gpu_uuid, "gpu_uuid", 256)
         now = time.time()
         await self._writer.run(
-            lambda conn: store.register_worker(
+            lambda conn: leases.register_worker(
                 conn, request.worker_id, host, gpu_uuid, list(request.routes), versions, now
             )
         )
@@ -217,28 +228,30 @@ class SchedulerService(pb_grpc.SchedulerServicer):
         started, now = time.perf_counter(), time.time()
         lease = await self._writer.run(lambda conn: claim(conn, now))
         self.metrics.claimed(started, lease is not None)
-        return pb.ClaimResponse(lease=lease) if lease is not None else pb.ClaimResponse()
+        return pb.ClaimResponse(lease=queries.lease_message(lease)) if lease is not None else pb.ClaimResponse()
 
-    def _claim(self, request: pb.ClaimRequest, prefix: str) -> Callable[[sqlite3.Connection, float], pb.Lease | None]:
+    def _claim(
+        self, request: pb.ClaimRequest, prefix: str
+    ) -> Callable[[sqlite3.Connection, float], leases.Lease | None]:
         """Validates a claim and returns it as a write (Claim, and Complete's claim_next)."""
-        store.check_worker_id(request.worker_id, f"{prefix}worker_id")
+        check_worker_id(request.worker_id, f"{prefix}worker_id")
         if not request.routes:
             raise InvalidArgument("at least one route is required", field=f"{prefix}routes")
         for i, route in enumerate(request.routes):
-            store.check_id(route, f"{prefix}routes[{i}]")
+            check_id(route, f"{prefix}routes[{i}]")
         for i, checkpoint in enumerate(request.checkpoints):
             _checkpoint(checkpoint, f"{prefix}checkpoints[{i}]")
         worker_id, routes, checkpoints = request.worker_id, list(request.routes), list(request.checkpoints)
-        return lambda conn, now: store.claim(conn, worker_id, routes, checkpoints, self.lease_seconds, now)
+        return lambda conn, now: leases.claim(conn, worker_id, routes, checkpoints, self.lease_seconds, now)
 
     @_handler
     async def Heartbeat(self, request: pb.HeartbeatRequest, context: Any) -> pb.HeartbeatResponse:
         task_id, token = _lease_ref(request.lease)
         if request.worker_id:
-            store.check_worker_id(request.worker_id)
+            check_worker_id(request.worker_id)
         now = time.time()
         deadline, cancelled = await self._writer.run(
-            lambda conn: store.heartbeat(conn, task_id, token, request.worker_id, self.lease_seconds, now)
+            lambda conn: leases.heartbeat(conn, task_id, token, request.worker_id, self.lease_seconds, now)
         )
         return pb.HeartbeatResponse(deadline=deadline, cancelled=cancelled)
 
@@ -250,7 +263,7 @@ class SchedulerService(pb_grpc.SchedulerServicer):
         result = _episode_result(request.result, "result")
         now = time.time()
         duplicate = await self._writer.run(
-            lambda conn: store.report_episode(conn, task_id, token, result, now, field="result")
+            lambda conn: leases.report_episode(conn, task_id, token, result, now, field="result")
         )
         self.metrics.episodes.inc(0 if duplicate else 1)
         return pb.ReportEpisodeResponse(duplicate=duplicate)
@@ -258,16 +271,16 @@ class SchedulerService(pb_grpc.SchedulerServicer):
     @_handler
     async def Complete(self, request: pb.CompleteRequest, context: Any) -> pb.CompleteResponse:
         task_id, token = _lease_ref(request.lease)
-        result = store.check_json_object(request.result_json, "result_json")
+        result = check_json_object(request.result_json, "result_json")
         episodes = [_episode_result(r, f"results[{i}]") for i, r in enumerate(request.results)]
         claim = self._claim(request.claim_next, "claim_next.") if request.HasField("claim_next") else None
 
-        def write(conn: sqlite3.Connection) -> tuple[int, pb.Lease | None]:
+        def write(conn: sqlite3.Connection) -> tuple[int, leases.Lease | None]:
             stored = sum(
-                not store.report_episode(conn, task_id, token, episode, now, field=f"results[{i}]")
+                not leases.report_episode(conn, task_id, token, episode, now, field=f"results[{i}]")
                 for i, episode in enumerate(episodes)
             )
-            store.complete(conn, task_id, token, result, now)
+            leases.complete(conn, task_id, token, result, now)
             return stored, claim(conn, now) if claim is not None else None
 
         started, now = time.perf_counter(), time.time()
@@ -275,7 +288,7 @@ class SchedulerService(pb_grpc.SchedulerServicer):
         self.metrics.episodes.inc(stored)
         if claim is not None:
             self.metrics.claimed(started, lease is not None)
-        return pb.CompleteResponse(next=lease) if lease is not None else pb.CompleteResponse()
+        return pb.CompleteResponse(next=queries.lease_message(lease)) if lease is not None else pb.CompleteResponse()
 
     @_handler
     async def Fail(self, request: pb.FailRequest, context: Any) -> pb.FailResponse:
@@ -284,18 +297,18 @@ class SchedulerService(pb_grpc.SchedulerServicer):
         reason = _failure_reason(request.reason)
         now = time.time()
         state = await self._writer.run(
-            lambda conn: store.fail(conn, task_id, token, error, request.retryable, now, reason)
+            lambda conn: leases.fail(conn, task_id, token, error, request.retryable, now, reason)
         )
         if state == "pending":
             self.metrics.retries.inc()
-        return pb.FailResponse(state=store.STATE_TO_PB[state])
+        return pb.FailResponse(state=TASK_STATES[state])
 
     @_handler
     async def Release(self, request: pb.ReleaseRequest, context: Any) -> pb.ReleaseResponse:
         task_id, token = _lease_ref(request.lease)
         reason = _text(request.reason, "reason")
         now = time.time()
-        await self._writer.run(lambda conn: store.release(conn, task_id, token, reason, now))
+        await self._writer.run(lambda conn: leases.release(conn, task_id, token, reason, now))
         return pb.ReleaseResponse()
 
     # Reads --------------------------------------------------------------------------------------
@@ -303,32 +316,32 @@ class SchedulerService(pb_grpc.SchedulerServicer):
     @_handler
     async def GetStatus(self, request: pb.GetStatusRequest, context: Any) -> pb.GetStatusResponse:
         if request.submission_id:
-            store.check_id(request.submission_id, "submission_id")
-        return await self._readers.run(lambda conn: store.status(conn, request.submission_id))
+            check_id(request.submission_id, "submission_id")
+        return await self._readers.run(lambda conn: queries.status(conn, request.submission_id))
 
     @_handler
     async def GetSummary(self, request: pb.GetSummaryRequest, context: Any) -> pb.GetSummaryResponse:
-        store.check_id(request.submission_id, "submission_id")
-        return await self._readers.run(lambda conn: store.summary(conn, request.submission_id))
+        check_id(request.submission_id, "submission_id")
+        return await self._readers.run(lambda conn: queries.summary(conn, request.submission_id))
 
     @_handler
     async def ListTasks(self, request: pb.ListTasksRequest, context: Any) -> pb.ListTasksResponse:
-        if request.limit > MAX_LIST_LIMIT:
-            raise InvalidArgument(f"{request.limit} is above {MAX_LIST_LIMIT}", field="limit")
-        limit = request.limit or DEFAULT_LIST_LIMIT
-        return await self._readers.run(lambda conn: store.list_tasks(conn, request.selector, limit))
+        if request.limit > queries.MAX_LIST_LIMIT:
+            raise InvalidArgument(f"{request.limit} is above {queries.MAX_LIST_LIMIT}", field="limit")
+        limit = request.limit or queries.DEFAULT_LIST_LIMIT
+        return await self._readers.run(lambda conn: queries.list_tasks(conn, request.selector, limit))
 
     @_handler
     async def ListWorkers(self, request: pb.ListWorkersRequest, context: Any) -> pb.ListWorkersResponse:
         now = time.time()
-        return await self._readers.run(lambda conn: store.list_workers(conn, self.lease_seconds, now))
+        return await self._readers.run(lambda conn: queries.list_workers(conn, self.lease_seconds, now))
 
     @_handler
     async def GetTask(self, request: pb.GetTaskRequest, context: Any) -> pb.GetTaskResponse:
         if not request.task_id:
             raise InvalidArgument("is required", field="task_id")
         _text(request.task_id, "task_id", 256)
-        return await self._readers.run(lambda conn: store.get_task(conn, request.task_id))
+        return await self._readers.run(lambda conn: queries.get_task(conn, request.task_id))
 
     # Operations ---------------------------------------------------------------------------------
 
@@ -348,16 +361,16 @@ class SchedulerService(pb_grpc.SchedulerServicer):
 
     async def cancel(self, selector: pb.TaskSelector) -> int:
         now = time.time()
-        return await self._writer.run(lambda conn: store.cancel(conn, selector, now))
+        return await self._writer.run(lambda conn: store_operations.cancel(conn, selector, now))
 
     async def requeue(self, selector: pb.TaskSelector) -> int:
         now = time.time()
-        return await self._writer.run(lambda conn: store.requeue(conn, selector, now))
+        return await self._writer.run(lambda conn: store_operations.requeue(conn, selector, now))
 
     async def set_priority(self, selector: pb.TaskSelector, priority: int) -> int:
-        store.check_priority(priority)
+        check_priority(priority)
         now = time.time()
-        return await self._writer.run(lambda conn: store.set_priority(conn, selector, priority, now))
+        return await self._writer.run(lambda conn: store_operations.set_priority(conn, selector, priority, now))
 
     def read_blocking(self, read: Callable[[sqlite3.Connection], T]) -> T:
         """Runs a store read on a reader connection from a thread outside the event loop."""

@@ -31,7 +31,7 @@ from evalfleet.processes import ServiceProcess, wait_until
 from evalfleet.scheduler_api.client import SchedulerClient
 from inference_server.checkpoint import seal
 from manifests.format import Manifest
-from scheduler.store import MAX_ATTEMPTS
+from scheduler.store.validation import MAX_ATTEMPTS
 
 SUBMISSION = "chaos"
 EPOCH = "syn"

@@ -44,7 +44,7 @@ def add_commands(commands: Subcommands) -> None:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     from scheduler.server import ServeConfig, is_loopback, serve
-    from scheduler.store import SchemaVersionError
+    from scheduler.store.schema import SchemaVersionError
 
     token = read_token(args.token_file) if args.token_file else None
     if not is_loopback(args.host) and token is None:

@@ -1,0 +1,335 @@
+"""The task lifecycle: what workers, and the scheduler's own timers, do to tasks under lease.
+
+There is one function per event, each a write on one connection inside a transaction the caller
+owns (see ``scheduler.writer``). The worker events and the scheduler's timers are written here;
+submission and the operator events (cancel, requeue, set_priority) in
+``scheduler.store.operations``. The lease rules:
+
+- claim: the highest-priority, oldest pending task on the worker's routes becomes ``leased`` with
+  attempt + 1, fencing token + 1 and a deadline;
+- every write about a task carries its fencing token; a token that is not the current one, or a
+  task no longer leased, is refused (``StaleLease``);
+- an expired lease is reclaimed by ``reap_expired`` alone: the attempt counts as lost
+  (``FAILURE_REASON_LEASE_EXPIRED``) and the task goes back to pending while attempts remain, else
+  to failed;
+- a scheduler restart first gives every held lease one lease period (``renew_held_leases``): the
+  scheduler's own outage costs no worker its task;
+- a policy failure is an episode *result*; only infrastructure failures spend attempts.
+
+Every function returns plain values (``Lease``, a state name, task ids); putting them on the wire
+is the service's job (``scheduler.store.queries.lease_message``).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from evalfleet.scheduler_api.errors import InvalidArgument, NotFound, PreconditionFailed, StaleLease
+from evalfleet.scheduler_api.vocabulary import failure_text
+from evalfleet.v1 import scheduler_pb2 as pb
+
+
+@dataclass(frozen=True)
+class Lease:
+    """What ``claim`` grants: a task's episodes to run, under ``fencing_token``, until ``deadline``.
+
+    ``episodes`` lists only the task's episodes without a stored result, so a retried task resumes.
+    """
+
+    task_id: str
+    submission_id: str
+    attempt: int
+    fencing_token: int
+    deadline: float
+    manifest_hash: str
+    episodes: tuple[int, ...]
+    route: str
+    checkpoint: str
+    lease_seconds: float
+
+
+# ---------------------------------------------------------------------------------------------
+# Workers.
+
+
+def register_worker(
+    conn: sqlite3.Connection,
+    worker_id: str,
+    host: str,
+    gpu_uuid: str,
+    routes: Sequence[str],
+    versions: str,
+    now: float,
+) -> None:
+    """Records a worker and what it serves; registering again updates it (a restarted worker)."""
+    conn.execute(
+        "INSERT INTO workers (id, host, gpu_uuid, routes, versions, registered_at, last_seen)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?)"
+        " ON CONFLICT (id) DO UPDATE SET host = excluded.host, gpu_uuid = excluded.gpu_uuid,"
+        " routes = excluded.routes, versions = excluded.versions, last_seen = excluded.last_seen",
+        (worker_id, host, gpu_uuid, json.dumps(list(routes)), versions, now, now),
+    )
+
+
+def _touch_worker(conn: sqlite3.Connection, worker_id: str, now: float, current_task: str | None) -> None:
+    """Records that a worker was seen; an unregistered worker gets a minimal row."""
+    conn.execute(
+        "INSERT INTO workers (id, registered_at, last_seen, current_task) VALUES (?, ?, ?, ?)"
+        " ON CONFLICT (id) DO UPDATE SET last_seen = excluded.last_seen"
+        + (", current_task = excluded.current_task" if current_task is not None else ""),
+        (worker_id, now, now, current_task or ""),
+    )
+
+
+def _release_worker(conn: sqlite3.Connection, worker_id: str, task_id: str) -> None:
+    conn.execute("UPDATE workers SET current_task = '' WHERE id = ? AND current_task = ?", (worker_id, task_id))
+
+
+# ---------------------------------------------------------------------------------------------
+# Leases.
+
+
+def claim(
+    conn: sqlite3.Connection,
+    worker_id: str,
+    routes: Sequence[str],
+    checkpoints: Sequence[str],
+    lease_seconds: float,
+    now: float,
+) -> Lease | None:
+    """Leases the best pending task on ``routes`` that needs no checkpoint or one in ``checkpoints``.
+
+    The best is the highest priority, then the oldest. None when no task is pending there; either
+    way the worker counts as seen.
+    """
+    best: sqlite3.Row | None = None
+    for route in dict.fromkeys(routes):
+        for checkpoint in dict.fromkeys(["", *checkpoints]):
+            row = conn.execute(
+                "SELECT seq, priority FROM tasks WHERE state = 'pending' AND route = ? AND checkpoint = ?"
+                " ORDER BY priority DESC, seq LIMIT 1",
+                (route, checkpoint),
+            ).fetchone()
+            if row is not None and (best is None or (-row["priority"], row["seq"]) < (-best["priority"], best["seq"])):
+                best = row
+    if best is None:
+        _touch_worker(conn, worker_id, now, current_task=None)
+        return None
+    task = conn.execute(
+        "UPDATE tasks SET state = 'leased', attempts = attempts + 1, fencing_token = fencing_token + 1,"
+        " lease_deadline = ?, worker_id = ?, updated_at = ? WHERE seq = ? RETURNING *",
+        (now + lease_seconds, worker_id, now, best["seq"]),
+    ).fetchone()
+    conn.execute(
+        "INSERT INTO attempts (task_id, fencing_token, attempt, worker_id, started_at) VALUES (?, ?, ?, ?, ?)",
+        (task["id"], task["fencing_token"], task["attempts"], worker_id, now),
+    )
+    _touch_worker(conn, worker_id, now, current_task=task["id"])
+    # A task's first lease cannot have stored results yet; later ones skip what is stored.
+    done = (
+        set()
+        if task["fencing_token"] == 1
+        else {r[0] for r in conn.execute("SELECT episode_index FROM episode_results WHERE task_id = ?", (task["id"],))}
+    )
+    return Lease(
+        task_id=task["id"],
+        submission_id=task["submission_id"],
+        attempt=task["attempts"],
+        fencing_token=task["fencing_token"],
+        deadline=task["lease_deadline"],
+        manifest_hash=task["manifest_hash"],
+        episodes=tuple(i for i in range(task["episode_start"], task["episode_end"]) if i not in done),
+        route=task["route"],
+        checkpoint=task["checkpoint"],
+        lease_seconds=lease_seconds,
+    )
+
+
+def _current_task(conn: sqlite3.Connection, task_id: str, fencing_token: int) -> sqlite3.Row:
+    """The fencing rule, in one place: the task exists, the token is its latest, and it is leased."""
+    task: sqlite3.Row | None = conn.execute("SELECT * FROM tasks WHERE id = ?", (task_id,)).fetchone()
+    if task is None:
+        raise NotFound(f"no task {task_id!r}", field="lease.task_id")
+    if task["fencing_token"] != fencing_token:
+        raise StaleLease(
+            f"task {task_id} is at fencing token {task['fencing_token']}, this lease holds {fencing_token}",
+            field="lease.fencing_token",
+        )
+    if task["state"] != "leased":
+        raise StaleLease(f"task {task_id} is {task['state']}, no longer leased", field="lease")
+    return task
+
+
+def _end_attempt(
+    conn: sqlite3.Connection,
+    task: sqlite3.Row,
+    outcome: str,
+    error: str,
+    now: float,
+    reason: int = pb.FAILURE_REASON_UNSPECIFIED,
+) -> None:
+    conn.execute(
+        "UPDATE attempts SET ended_at = ?, outcome = ?, error = ?, failure_reason = ?"
+        " WHERE task_id = ? AND fencing_token = ?",
+        (now, outcome, error, reason, task["id"], task["fencing_token"]),
+    )
+    _release_worker(conn, task["worker_id"], task["id"])
+
+
+def end_cancelled_attempt(conn: sqlite3.Connection, task: sqlite3.Row, now: float) -> None:
+    """Ends the running attempt of a task just cancelled (``task``: its row), freeing its worker.
+
+    The worker goes on until its next heartbeat answers ``cancelled``; whatever it writes after is
+    refused, since the task is no longer leased.
+    """
+    conn.execute(
+        "UPDATE attempts SET ended_at = ?, outcome = 'cancelled' WHERE task_id = ? AND fencing_token = ?"
+        " AND outcome = 'running'",
+        (now, task["id"], task["fencing_token"]),
+    )
+    _release_worker(conn, task["worker_id"], task["id"])
+
+
+def heartbeat(
+    conn: sqlite3.Connection, task_id: str, fencing_token: int, worker_id: str, lease_seconds: float, now: float
+) -> tuple[float, bool]:
+    """Extends the lease. Returns (deadline, cancelled); a cancelled task's worker must stop."""
+    task = conn.execute("SELECT state, fencing_token FROM tasks WHERE id = ?", (task_id,)).fetchone()
+    if task is not None and task["state"] == "cancelled" and task["fencing_token"] == fencing_token:
+        return now, True
+    _current_task(conn, task_id, fencing_token)
+    deadline = now + lease_seconds
+    conn.execute("UPDATE tasks SET lease_deadline = ? WHERE id = ?", (deadline, task_id))
+    if worker_id:
+        _touch_worker(conn, worker_id, now, current_task=task_id)
+    return deadline, False
+
+
+def report_episode(
+    conn: sqlite3.Connection,
+    task_id: str,
+    fencing_token: int,
+    result: pb.EpisodeResult,
+    now: float,
+    field: str = "result",
+) -> bool:
+    """Stores one episode result as it arrives. Returns True when it was already stored.
+
+    The first result stored for an episode stands: a duplicate (a retried report) changes nothing.
+    An index outside the task's episodes is refused naming ``field``.
+    """
+    task = _current_task(conn, task_id, fencing_token)
+    index = result.episode_index
+    if not task["episode_start"] <= index < task["episode_end"]:
+        raise InvalidArgument(
+            f"{index} is outside this task's episodes [{task['episode_start']}, {task['episode_end']})",
+            field=f"{field}.episode_index",
+        )
+    cursor = conn.execute(
+        "INSERT OR IGNORE INTO episode_results (task_id, episode_index, submission_id, manifest_hash,"
+        " fencing_token, worker_id, success, steps, wall_seconds, trace_digest, info, reported_at)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            task_id,
+            index,
+            task["submission_id"],
+            task["manifest_hash"],
+            fencing_token,
+            task["worker_id"],
+            int(result.success),
+            result.steps,
+            result.wall_seconds,
+            result.trace_digest,
+            result.info_json or "{}",
+            now,
+        ),
+    )
+    return cursor.rowcount == 0
+
+
+def complete(conn: sqlite3.Connection, task_id: str, fencing_token: int, result_json: str, now: float) -> None:
+    """Marks the task succeeded; refused while any of its episodes has no stored result."""
+    task = _current_task(conn, task_id, fencing_token)
+    stored = conn.execute("SELECT COUNT(*) FROM episode_results WHERE task_id = ?", (task_id,)).fetchone()[0]
+    planned = task["episode_end"] - task["episode_start"]
+    if stored != planned:
+        raise PreconditionFailed(
+            f"task {task_id} has {stored} of {planned} episode results; report every episode first",
+            field="lease.task_id",
+        )
+    conn.execute(
+        "UPDATE tasks SET state = 'succeeded', lease_deadline = NULL, result = ?, updated_at = ? WHERE id = ?",
+        (result_json, now, task_id),
+    )
+    _end_attempt(conn, task, "succeeded", "", now)
+
+
+def fail(
+    conn: sqlite3.Connection,
+    task_id: str,
+    fencing_token: int,
+    error: str,
+    retryable: bool,
+    now: float,
+    reason: int = pb.FAILURE_REASON_UNSPECIFIED,
+) -> str:
+    """Ends an attempt as an infrastructure failure for ``reason``. Returns the task's new state.
+
+    The task goes back to pending when the failure is retryable and attempts remain, else it fails.
+    The text kept for people is "[reason] error"; the reason is also kept as its number.
+    """
+    task = _current_task(conn, task_id, fencing_token)
+    state = "pending" if retryable and task["attempts"] < task["max_attempts"] else "failed"
+    text = failure_text(reason, error)
+    conn.execute(
+        "UPDATE tasks SET state = ?, lease_deadline = NULL, last_error = ?, last_failure_reason = ?, updated_at = ?"
+        " WHERE id = ?",
+        (state, text, reason, now, task_id),
+    )
+    _end_attempt(conn, task, "failed", text, now, reason)
+    return state
+
+
+def release(conn: sqlite3.Connection, task_id: str, fencing_token: int, reason: str, now: float) -> None:
+    """Hands a lease back without spending its attempt (a worker shutting down cleanly)."""
+    task = _current_task(conn, task_id, fencing_token)
+    conn.execute(
+        "UPDATE tasks SET state = 'pending', attempts = attempts - 1, lease_deadline = NULL, updated_at = ?"
+        " WHERE id = ?",
+        (now, task_id),
+    )
+    _end_attempt(conn, task, "released", reason, now)
+
+
+def reap_expired(conn: sqlite3.Connection, now: float) -> list[str]:
+    """Reclaims every lease past its deadline, without any worker's help. Returns the task ids."""
+    expired = conn.execute("SELECT * FROM tasks WHERE state = 'leased' AND lease_deadline < ?", (now,)).fetchall()
+    for task in expired:
+        error = f"lease expired (worker {task['worker_id']}, attempt {task['attempts']})"
+        state = "pending" if task["attempts"] < task["max_attempts"] else "failed"
+        conn.execute(
+            "UPDATE tasks SET state = ?, lease_deadline = NULL, last_error = ?, last_failure_reason = ?,"
+            " updated_at = ? WHERE seq = ?",
+            (state, error, pb.FAILURE_REASON_LEASE_EXPIRED, now, task["seq"]),
+        )
+        _end_attempt(conn, task, "lost", error, now, pb.FAILURE_REASON_LEASE_EXPIRED)
+    return [task["id"] for task in expired]
+
+
+def renew_held_leases(conn: sqlite3.Connection, deadline: float) -> list[str]:
+    """Moves every lease that would expire before ``deadline`` to it. Returns the task ids.
+
+    Run once at start-up, before the reaper: while the scheduler was down its workers went on
+    running episodes but could not heartbeat. Reaping those leases at restart would throw their work
+    away and spend an attempt per task on the scheduler's outage (enough outages would fail tasks
+    for good); instead each holder has one lease period to heartbeat again, and only a worker that
+    died meanwhile loses its lease, one period later.
+    """
+    rows = conn.execute(
+        "UPDATE tasks SET lease_deadline = ? WHERE state = 'leased' AND lease_deadline < ? RETURNING id",
+        (deadline, deadline),
+    ).fetchall()
+    return [row["id"] for row in rows]

@@ -1,0 +1,194 @@
+"""What an operator does to the store: upload manifests, submit, cancel, requeue, reprioritize.
+
+Each verb is a write on one connection inside a transaction the caller owns (``scheduler.writer``)
+and returns plain values. Submissions are idempotent on their id; the operator actions take the
+tasks a ``TaskSelector`` names and return how many of them changed: a selected task in a state the
+action does not apply to is left alone, not refused. The state changes they make are part of the
+task lifecycle table in ``scheduler.store.leases``.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import dataclass
+
+from evalfleet.scheduler_api.errors import Conflict, InvalidArgument, NotFound
+from evalfleet.v1 import scheduler_pb2 as pb
+from manifests import format as manifest_format
+from manifests.partition import minibatches
+from scheduler.store import leases
+from scheduler.store.queries import selection
+
+# ---------------------------------------------------------------------------------------------
+# Manifests and submissions.
+
+
+@dataclass(frozen=True)
+class StoredManifest:
+    hash: str
+    created: bool  # False: a manifest with this hash was stored already
+
+
+def put_manifest(conn: sqlite3.Connection, body: bytes, expected_hash: str, now: float) -> StoredManifest:
+    """Stores a manifest under its hash, once; refuses one that does not parse or hash as expected."""
+    try:
+        manifest = manifest_format.parse(body, expected_hash=expected_hash or None)
+    except manifest_format.ManifestError as exc:
+        raise InvalidArgument(
+            exc.message, field=f"body.{exc.field}" if exc.field != "hash" else "expected_hash"
+        ) from None
+    cursor = conn.execute(
+        "INSERT OR IGNORE INTO manifests (hash, body, benchmark, task, setting, episodes, created_at)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (manifest.hash, body, manifest.benchmark, manifest.task, manifest.setting, len(manifest), now),
+    )
+    return StoredManifest(manifest.hash, cursor.rowcount == 1)
+
+
+@dataclass(frozen=True)
+class SubmissionDefinition:
+    """What a submission id stands for. Priority and labels are not part of it: they may change."""
+
+    manifest_hashes: tuple[str, ...]
+    route: str
+    batch_size: int
+    max_attempts: int
+    checkpoint: str
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "manifest_hashes": list(self.manifest_hashes),
+                "route": self.route,
+                "batch_size": self.batch_size,
+                "max_attempts": self.max_attempts,
+                "checkpoint": self.checkpoint,
+            },
+            sort_keys=True,
+        )
+
+    def differences(self, stored_json: str) -> list[str]:
+        stored = json.loads(stored_json)
+        mine = json.loads(self.to_json())
+        return sorted(key for key in mine if mine[key] != stored.get(key))
+
+
+@dataclass(frozen=True)
+class Submitted:
+    tasks_created: int  # 0 when the submission was complete already (a resubmission)
+    tasks_total: int
+    episodes_total: int
+
+
+def submit(
+    conn: sqlite3.Connection,
+    submission_id: str,
+    definition: SubmissionDefinition,
+    priority: int,
+    labels: str,
+    now: float,
+) -> Submitted:
+    """Creates the submission's tasks that do not exist yet, pending.
+
+    The same id with the same definition is the same submission (a retried submit creates
+    nothing); with another definition it is refused (``Conflict`` naming the first field that
+    differs). Every manifest must have been stored first (``NotFound``).
+    """
+    row = conn.execute("SELECT definition FROM submissions WHERE id = ?", (submission_id,)).fetchone()
+    if row is not None:
+        differs = definition.differences(row["definition"])
+        if differs:
+            raise Conflict(
+                f"submission {submission_id!r} exists with a different {', '.join(differs)}",
+                field=differs[0],
+            )
+    counts: list[int] = []
+    for i, manifest_hash in enumerate(definition.manifest_hashes):
+        found = conn.execute("SELECT episodes FROM manifests WHERE hash = ?", (manifest_hash,)).fetchone()
+        if found is None:
+            raise NotFound(f"no manifest {manifest_hash!r}; upload it first", field=f"manifest_hashes[{i}]")
+        counts.append(found["episodes"])
+    if row is None:
+        conn.execute(
+            "INSERT INTO submissions (id, definition, route, checkpoint, priority, labels, created_at)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (submission_id, definition.to_json(), definition.route, definition.checkpoint, priority, labels, now),
+        )
+    rows: list[tuple[str | int | float, ...]] = []
+    for manifest_hash, episodes in zip(definition.manifest_hashes, counts, strict=True):
+        for start, end in minibatches(episodes, definition.batch_size):
+            index = len(rows)
+            rows.append(
+                (
+                    task_id_for(submission_id, index),
+                    submission_id,
+                    index,
+                    manifest_hash,
+                    start,
+                    end,
+                    definition.route,
+                    definition.checkpoint,
+                    priority,
+                    definition.max_attempts,
+                    now,
+                )
+            )
+    before = conn.total_changes
+    conn.executemany(
+        "INSERT OR IGNORE INTO tasks (id, submission_id, idx, manifest_hash, episode_start, episode_end,"
+        " route, checkpoint, priority, state, max_attempts, updated_at)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?)",
+        rows,
+    )
+    return Submitted(conn.total_changes - before, len(rows), sum(counts))
+
+
+def task_id_for(submission_id: str, index: int) -> str:
+    """Task ids derive from the submission and the task's position, so resubmission is idempotent."""
+    return f"{submission_id}-{index:05d}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Operations on selections of tasks. A selector that names an unknown submission or task is
+# refused (NotFound); an empty selector is refused rather than taken to mean every task.
+
+
+def cancel(conn: sqlite3.Connection, selector: pb.TaskSelector, now: float) -> int:
+    """Cancels the selected pending and leased tasks; a leased task's attempt ends ``cancelled``."""
+    where, params = selection(conn, selector, require=True)
+    tasks = conn.execute(
+        f"UPDATE tasks SET state = 'cancelled', lease_deadline = NULL, updated_at = ?"
+        f" WHERE {where} AND state IN ('pending', 'leased') RETURNING *",
+        [now, *params],
+    ).fetchall()
+    for task in tasks:
+        if task["worker_id"]:
+            leases.end_cancelled_attempt(conn, task, now)
+    return len(tasks)
+
+
+def requeue(conn: sqlite3.Connection, selector: pb.TaskSelector, now: float) -> int:
+    """Failed or cancelled tasks go back to pending with a fresh attempt budget."""
+    where, params = selection(conn, selector, require=True)
+    cursor = conn.execute(
+        f"UPDATE tasks SET state = 'pending', attempts = 0, updated_at = ?"
+        f" WHERE {where} AND state IN ('failed', 'cancelled')",
+        [now, *params],
+    )
+    return cursor.rowcount
+
+
+def set_priority(conn: sqlite3.Connection, selector: pb.TaskSelector, priority: int, now: float) -> int:
+    """Sets the priority of the selected pending and leased tasks (finished ones keep theirs).
+
+    Selecting a whole submission (by its id alone) also sets the submission's own priority.
+    """
+    where, params = selection(conn, selector, require=True)
+    cursor = conn.execute(
+        f"UPDATE tasks SET priority = ?, updated_at = ? WHERE {where} AND state IN ('pending', 'leased')",
+        [priority, now, *params],
+    )
+    if selector.submission_id and not selector.task_ids and not selector.route and not selector.states:
+        conn.execute("UPDATE submissions SET priority = ? WHERE id = ?", (priority, selector.submission_id))
+    return cursor.rowcount

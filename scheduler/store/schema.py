@@ -1,0 +1,182 @@
+"""The scheduler's database: its SQLite schema, and opening a connection to it.
+
+Everything the scheduler knows lives in one SQLite file: manifests, submissions, their tasks, each
+task's attempts (one per lease, kept after it ends), episode results and workers. A task's
+``state`` holds the names of ``evalfleet.scheduler_api.vocabulary.TASK_STATE_NAMES``, an attempt's
+``outcome`` those of ``ATTEMPT_OUTCOMES`` below, a failure's reason a ``FailureReason`` number;
+the events that move a task from one state to another are in ``scheduler.store.leases``.
+
+A connection runs in WAL mode, so readers never wait for the writer; the one writer connection
+belongs to ``scheduler.writer``.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from evalfleet.scheduler_api.vocabulary import failure_reason_name
+from evalfleet.v1 import scheduler_pb2 as pb
+
+SCHEMA_VERSION = 2
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS manifests (
+    hash TEXT PRIMARY KEY,
+    body BLOB NOT NULL,
+    benchmark TEXT NOT NULL,
+    task TEXT NOT NULL,
+    setting TEXT NOT NULL,
+    episodes INTEGER NOT NULL,
+    created_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS submissions (
+    id TEXT PRIMARY KEY,
+    definition TEXT NOT NULL,
+    route TEXT NOT NULL,
+    checkpoint TEXT NOT NULL,
+    priority INTEGER NOT NULL,
+    labels TEXT NOT NULL,
+    created_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS tasks (
+    seq INTEGER PRIMARY KEY,
+    id TEXT NOT NULL UNIQUE,
+    submission_id TEXT NOT NULL REFERENCES submissions(id),
+    idx INTEGER NOT NULL,
+    manifest_hash TEXT NOT NULL REFERENCES manifests(hash),
+    episode_start INTEGER NOT NULL,
+    episode_end INTEGER NOT NULL,
+    route TEXT NOT NULL,
+    checkpoint TEXT NOT NULL,
+    priority INTEGER NOT NULL,
+    state TEXT NOT NULL,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    max_attempts INTEGER NOT NULL,
+    fencing_token INTEGER NOT NULL DEFAULT 0,
+    lease_deadline REAL,
+    worker_id TEXT NOT NULL DEFAULT '',
+    last_error TEXT NOT NULL DEFAULT '',
+    last_failure_reason INTEGER NOT NULL DEFAULT 0,
+    result TEXT NOT NULL DEFAULT '',
+    updated_at REAL NOT NULL
+);
+-- The claim order (priority DESC, seq) within one route and checkpoint, over pending rows only:
+-- a claim is one index seek however large the backlog.
+CREATE INDEX IF NOT EXISTS tasks_claim ON tasks (route, checkpoint, priority DESC, seq)
+    WHERE state = 'pending';
+CREATE INDEX IF NOT EXISTS tasks_leases ON tasks (lease_deadline) WHERE state = 'leased';
+CREATE INDEX IF NOT EXISTS tasks_submission ON tasks (submission_id, state);
+CREATE TABLE IF NOT EXISTS attempts (
+    task_id TEXT NOT NULL,
+    fencing_token INTEGER NOT NULL,
+    attempt INTEGER NOT NULL,
+    worker_id TEXT NOT NULL,
+    started_at REAL NOT NULL,
+    ended_at REAL,
+    outcome TEXT NOT NULL DEFAULT 'running',
+    error TEXT NOT NULL DEFAULT '',
+    failure_reason INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (task_id, fencing_token)
+);
+CREATE TABLE IF NOT EXISTS episode_results (
+    task_id TEXT NOT NULL,
+    episode_index INTEGER NOT NULL,
+    submission_id TEXT NOT NULL,
+    manifest_hash TEXT NOT NULL,
+    fencing_token INTEGER NOT NULL,
+    worker_id TEXT NOT NULL,
+    success INTEGER NOT NULL,
+    steps INTEGER NOT NULL,
+    wall_seconds REAL NOT NULL,
+    trace_digest TEXT NOT NULL,
+    info TEXT NOT NULL,
+    reported_at REAL NOT NULL,
+    PRIMARY KEY (task_id, episode_index)
+);
+CREATE INDEX IF NOT EXISTS results_submission ON episode_results (submission_id, manifest_hash);
+CREATE TABLE IF NOT EXISTS workers (
+    id TEXT PRIMARY KEY,
+    host TEXT NOT NULL DEFAULT '',
+    gpu_uuid TEXT NOT NULL DEFAULT '',
+    routes TEXT NOT NULL DEFAULT '[]',
+    versions TEXT NOT NULL DEFAULT '{}',
+    registered_at REAL NOT NULL,
+    last_seen REAL NOT NULL,
+    current_task TEXT NOT NULL DEFAULT ''
+);
+"""
+
+# The values of ``attempts.outcome``: an attempt is ``running`` while its lease is current.
+ATTEMPT_OUTCOMES = ("running", "succeeded", "failed", "released", "lost", "cancelled")
+
+
+class SchemaVersionError(Exception):
+    """The database was written by a newer scheduler: opening it could lose what this one cannot read."""
+
+
+def connect(path: str | Path, *, synchronous: str = "NORMAL") -> sqlite3.Connection:
+    """Opens the database in WAL mode. NORMAL survives a process crash; FULL also survives power loss.
+
+    The WAL is never checkpointed as a side effect of a commit (``wal_autocheckpoint=0``): that
+    would stall the writer, and every write queued behind it, on an fsync. ``checkpoint`` does it
+    from another connection instead.
+    """
+    if synchronous not in ("NORMAL", "FULL"):
+        raise ValueError(f"synchronous must be NORMAL or FULL, got {synchronous!r}")
+    conn = sqlite3.connect(Path(path).resolve(), isolation_level=None, check_same_thread=False, timeout=30)
+    conn.row_factory = sqlite3.Row
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute(f"PRAGMA synchronous={synchronous}")
+    conn.execute("PRAGMA wal_autocheckpoint=0")
+    conn.execute("PRAGMA foreign_keys=ON")
+    return conn
+
+
+def checkpoint(conn: sqlite3.Connection, mode: str = "PASSIVE") -> None:
+    """Copies committed WAL pages into the database file without blocking the writer."""
+    conn.execute(f"PRAGMA wal_checkpoint({mode})")
+
+
+def initialize(conn: sqlite3.Connection) -> None:
+    """Creates the schema (idempotent), upgrades an older database, refuses a newer one."""
+    row = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'meta'").fetchone()
+    version = None
+    if row is not None:
+        stored = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        version = int(stored["value"]) if stored is not None else None
+    if version is not None and version > SCHEMA_VERSION:
+        raise SchemaVersionError(
+            f"database schema version {version} is newer than this scheduler's ({SCHEMA_VERSION}); "
+            "run the scheduler release that wrote it"
+        )
+    if version == 1:
+        _upgrade_from_1(conn)
+    conn.executescript(SCHEMA)
+    conn.execute(
+        "INSERT INTO meta (key, value) VALUES ('schema_version', ?)"
+        " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+        (str(SCHEMA_VERSION),),
+    )
+
+
+def _upgrade_from_1(conn: sqlite3.Connection) -> None:
+    """Version 2 stores each failure's reason as a FailureReason number beside its text. Version 1
+    kept it only as the text's "[reason]" prefix (a lost lease had none), so it is read from there."""
+    # Each step may be repeated: an upgrade cut short by a crash runs again at the next start.
+    for table, column in (("tasks", "last_failure_reason"), ("attempts", "failure_reason")):
+        if column not in {row["name"] for row in conn.execute(f"PRAGMA table_info({table})")}:
+            conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} INTEGER NOT NULL DEFAULT 0")
+    conn.execute("UPDATE attempts SET failure_reason = ? WHERE outcome = 'lost'", (pb.FAILURE_REASON_LEASE_EXPIRED,))
+    for value in pb.FailureReason.values():
+        if name := failure_reason_name(value):
+            prefix = f"[{name}] %"
+            conn.execute(
+                "UPDATE attempts SET failure_reason = ? WHERE outcome = 'failed' AND error LIKE ?", (value, prefix)
+            )
+            conn.execute("UPDATE tasks SET last_failure_reason = ? WHERE last_error LIKE ?", (value, prefix))
+    conn.execute(
+        "UPDATE tasks SET last_failure_reason = ? WHERE last_error LIKE 'lease expired (%'",
+        (pb.FAILURE_REASON_LEASE_EXPIRED,),
+    )
