@@ -2,11 +2,12 @@
 
 Why the standard library: the pages poll a handful of small JSON endpoints, so a
 ``ThreadingHTTPServer`` in a daemon thread is enough and adds no dependency. Reads run the store's
-own read functions on the servicer's reader connections; writes (cancel, requeue, priority) run the
-servicer's operations on the server's event loop, so they share the gRPC path's validation and its
-group-commit writer. When the scheduler has a token, every route but ``/login`` needs it, as an
-``Authorization: Bearer`` header or the cookie the login form sets; when it has a TLS certificate,
-the HTTP side serves HTTPS with it, so the token never crosses the network in clear.
+own read functions (``scheduler.store.queries``) on the server's reader connections; writes (cancel,
+requeue, priority) run ``scheduler.operations`` on the server's event loop, the layer the gRPC
+service calls too, so they share its validation and its group-commit writer. When the scheduler
+has a token, every route but ``/login`` needs it, as an ``Authorization: Bearer`` header or the
+cookie the login form sets; when it has a TLS certificate, the HTTP side serves HTTPS with it, so
+the token never crosses the network in clear.
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ from evalfleet.scheduler_api.errors import InvalidArgument, SchedulerError
 from evalfleet.scheduler_api.vocabulary import TASK_STATE_NAMES, TASK_STATES
 from evalfleet.v1 import scheduler_pb2 as pb
 from scheduler.dashboard_page import LOGIN_PAGE, PAGE
-from scheduler.service import SchedulerService
+from scheduler.operations import Operations
+from scheduler.readers import Readers
 from scheduler.store import queries
 from scheduler.store.queries import DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT
 from scheduler.store.validation import MAX_PRIORITY
@@ -54,7 +56,9 @@ class Dashboard:
 
     def __init__(
         self,
-        service: SchedulerService,
+        operations: Operations,
+        readers: Readers,
+        lease_seconds: float,
         loop: asyncio.AbstractEventLoop,
         host: str,
         port: int,
@@ -62,7 +66,9 @@ class Dashboard:
         metrics: Callable[[], tuple[bytes, str]],
         tls: ssl.SSLContext | None = None,
     ) -> None:
-        self.service = service
+        self.operations = operations
+        self.readers = readers
+        self.lease_seconds = lease_seconds
         self.loop = loop
         self.token = token
         self.metrics = metrics
@@ -89,7 +95,7 @@ class Dashboard:
         return presented is not None and hmac.compare_digest(presented.encode(), self.token.encode())
 
     def write(self, operation: Callable[[], Any]) -> Any:
-        """Runs a servicer coroutine on the server's loop (and so its writer) and waits for it."""
+        """Runs an operation's coroutine on the server's loop (and so its writer) and waits for it."""
         return asyncio.run_coroutine_threadsafe(operation(), self.loop).result(WRITE_TIMEOUT_S)
 
     # Reads ---------------------------------------------------------------------------------------
@@ -100,7 +106,7 @@ class Dashboard:
         def read(conn: Any) -> dict[str, Any]:
             status = queries.status(conn, "")
             summaries = [queries.summary(conn, sub.submission_id) for sub in status.submissions]
-            workers = queries.list_workers(conn, self.service.lease_seconds, time.time())
+            workers = queries.list_workers(conn, self.lease_seconds, time.time())
             return {
                 "now": time.time(),
                 "tasks": counts_dict(status.tasks),
@@ -110,14 +116,14 @@ class Dashboard:
                 "workers": [message_dict(worker) for worker in workers.workers],
             }
 
-        return self.service.read_blocking(read)
+        return self.readers.run_blocking(read)
 
     def tasks(self, query: dict[str, str]) -> dict[str, Any]:
         selector = selector_from({key: query[key] for key in ("submission_id", "route") if query.get(key)})
         if query.get("state"):
             selector.states.extend(_states([query["state"]]))
         limit = _int(query.get("limit", str(DEFAULT_LIST_LIMIT)), "limit", 1, MAX_LIST_LIMIT)
-        response = self.service.read_blocking(lambda conn: queries.list_tasks(conn, selector, limit))
+        response = self.readers.run_blocking(lambda conn: queries.list_tasks(conn, selector, limit))
         tasks = [message_dict(task) for task in response.tasks]
         if query.get("priority"):
             priority = _int(query["priority"], "priority", 0, MAX_PRIORITY)
@@ -128,7 +134,7 @@ class Dashboard:
         task_id = query.get("task_id", "")
         if not task_id:
             raise InvalidArgument("is required", field="task_id")
-        return message_dict(self.service.read_blocking(lambda conn: queries.get_task(conn, task_id)))
+        return message_dict(self.readers.run_blocking(lambda conn: queries.get_task(conn, task_id)))
 
     # Writes --------------------------------------------------------------------------------------
 
@@ -141,10 +147,10 @@ class Dashboard:
             if not isinstance(priority, int) or isinstance(priority, bool):
                 raise InvalidArgument("must be an integer", field="priority")
             selector = selector_from(body)
-            changed = self.write(lambda: self.service.set_priority(selector, priority))
+            changed = self.write(lambda: self.operations.set_priority(selector, priority))
         else:
             selector = selector_from(body)
-            operation = self.service.cancel if name == "cancel" else self.service.requeue
+            operation = self.operations.cancel if name == "cancel" else self.operations.requeue
             changed = self.write(lambda: operation(selector))
         return {"changed": changed}
 

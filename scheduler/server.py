@@ -27,6 +27,8 @@ from evalfleet.scheduler_api.limits import MESSAGE_LIMIT
 from evalfleet.v1 import scheduler_pb2, scheduler_pb2_grpc
 from evalfleet.wire import MalformedRequestInterceptor
 from scheduler.dashboard import Dashboard
+from scheduler.operations import Operations
+from scheduler.readers import Readers
 from scheduler.service import SchedulerService
 from scheduler.store import schema
 from scheduler.writer import GroupCommitWriter
@@ -67,7 +69,9 @@ class SchedulerServer:
         conn = schema.connect(config.db_path, synchronous=config.synchronous)
         schema.initialize(conn)
         self.writer = GroupCommitWriter(conn)
-        self.service = SchedulerService(config.db_path, self.writer, config.lease_seconds)
+        self.readers = Readers(config.db_path)
+        self.operations = Operations(self.writer)
+        self.service = SchedulerService(self.writer, self.readers, self.operations, config.lease_seconds)
         # Authentication first; unparseable request bytes are INVALID_ARGUMENT (evalfleet.wire).
         interceptors = [BearerTokenInterceptor(config.token)] if config.token else []
         interceptors.append(MalformedRequestInterceptor())
@@ -108,7 +112,9 @@ class SchedulerServer:
         self._reaper = asyncio.create_task(self._reap_forever())
         if self.config.http_port is not None:
             self.dashboard = Dashboard(
-                self.service,
+                self.operations,
+                self.readers,
+                self.config.lease_seconds,
                 asyncio.get_running_loop(),
                 self.config.host,
                 self.config.http_port,
@@ -126,7 +132,7 @@ class SchedulerServer:
             await asyncio.sleep(interval)
             try:
                 expired = await self.service.reap_expired()
-                await self.service.checkpoint_wal()
+                await self.readers.checkpoint_wal()
             except Exception:
                 log.exception("lease reaper failed; retrying")
                 continue
@@ -143,7 +149,7 @@ class SchedulerServer:
                 await self._reaper
         await self.server.stop(grace)
         self.writer.stop()
-        self.service.close()
+        self.readers.close()
 
 
 def _tls_context(cert: bytes | None, key: bytes | None) -> ssl.SSLContext | None:

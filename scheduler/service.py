@@ -2,22 +2,20 @@
 
 Handlers check every field before anything touches the database, so a bad request gets a status
 code and a message naming the field and changes nothing. Writes go through the group-commit writer;
-reads run on their own connections in a thread pool so they never wait behind writes.
+reads run on their own connections in a thread pool (``scheduler.readers``) so they never wait
+behind writes. The operator actions (Cancel, Requeue, SetPriority) are ``scheduler.operations``,
+shared with the dashboard.
 """
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import logging
 import math
 import sqlite3
-import threading
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any, TypeVar
 
 import grpc
@@ -29,7 +27,9 @@ from evalfleet.v1 import scheduler_pb2 as pb
 from evalfleet.v1 import scheduler_pb2_grpc as pb_grpc
 from manifests.format import is_hash
 from scheduler.metrics import SchedulerMetrics
-from scheduler.store import leases, queries, schema
+from scheduler.operations import Operations
+from scheduler.readers import Readers
+from scheduler.store import leases, queries
 from scheduler.store import operations as store_operations
 from scheduler.store.validation import (
     MAX_ATTEMPTS,
@@ -59,31 +59,6 @@ def _handler(method: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]
             raise  # unreachable: abort raises
 
     return wrapper
-
-
-class _Readers:
-    """Reads and WAL checkpoints on per-thread connections, off the event loop and off the writer."""
-
-    def __init__(self, db_path: Path, threads: int = 4) -> None:
-        self._db_path = db_path
-        self._local = threading.local()
-        self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="sqlite-reader")
-
-    def _connection(self) -> sqlite3.Connection:
-        conn = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = self._local.conn = schema.connect(self._db_path)
-        return conn
-
-    async def run(self, read: Callable[[sqlite3.Connection], T]) -> T:
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._pool, lambda: read(self._connection()))
-
-    def run_blocking(self, read: Callable[[sqlite3.Connection], T]) -> T:
-        return self._pool.submit(lambda: read(self._connection())).result()
-
-    def close(self) -> None:
-        self._pool.shutdown(wait=True)
 
 
 def _failure_reason(reason: int) -> int:
@@ -124,19 +99,15 @@ def _checkpoint(value: str, field: str) -> str:
 
 
 class SchedulerService(pb_grpc.SchedulerServicer):
-    def __init__(self, db_path: Path, writer: GroupCommitWriter, lease_seconds: float) -> None:
+    def __init__(
+        self, writer: GroupCommitWriter, readers: Readers, operations: Operations, lease_seconds: float
+    ) -> None:
         self.instance_id = uuid.uuid4().hex
         self.lease_seconds = lease_seconds
         self._writer = writer
-        self._readers = _Readers(db_path)
-        self.metrics = SchedulerMetrics(self.read_blocking, lease_seconds)
-
-    def close(self) -> None:
-        self._readers.run_blocking(lambda conn: schema.checkpoint(conn, "TRUNCATE"))
-        self._readers.close()
-
-    async def checkpoint_wal(self) -> None:
-        await self._readers.run(schema.checkpoint)
+        self._readers = readers
+        self._operations = operations
+        self.metrics = SchedulerMetrics(readers.run_blocking, lease_seconds)
 
     async def renew_held_leases(self) -> list[str]:
         deadline = time.time() + self.lease_seconds
@@ -343,35 +314,16 @@ class SchedulerService(pb_grpc.SchedulerServicer):
         _text(request.task_id, "task_id", 256)
         return await self._readers.run(lambda conn: queries.get_task(conn, request.task_id))
 
-    # Operations ---------------------------------------------------------------------------------
+    # Operations: shared with the dashboard (scheduler.operations) -------------------------------
 
     @_handler
     async def Cancel(self, request: pb.CancelRequest, context: Any) -> pb.ChangeResponse:
-        return pb.ChangeResponse(changed=await self.cancel(request.selector))
+        return pb.ChangeResponse(changed=await self._operations.cancel(request.selector))
 
     @_handler
     async def Requeue(self, request: pb.RequeueRequest, context: Any) -> pb.ChangeResponse:
-        return pb.ChangeResponse(changed=await self.requeue(request.selector))
+        return pb.ChangeResponse(changed=await self._operations.requeue(request.selector))
 
     @_handler
     async def SetPriority(self, request: pb.SetPriorityRequest, context: Any) -> pb.ChangeResponse:
-        return pb.ChangeResponse(changed=await self.set_priority(request.selector, request.priority))
-
-    # The operations without gRPC around them, shared with the dashboard: one validation, one writer.
-
-    async def cancel(self, selector: pb.TaskSelector) -> int:
-        now = time.time()
-        return await self._writer.run(lambda conn: store_operations.cancel(conn, selector, now))
-
-    async def requeue(self, selector: pb.TaskSelector) -> int:
-        now = time.time()
-        return await self._writer.run(lambda conn: store_operations.requeue(conn, selector, now))
-
-    async def set_priority(self, selector: pb.TaskSelector, priority: int) -> int:
-        check_priority(priority)
-        now = time.time()
-        return await self._writer.run(lambda conn: store_operations.set_priority(conn, selector, priority, now))
-
-    def read_blocking(self, read: Callable[[sqlite3.Connection], T]) -> T:
-        """Runs a store read on a reader connection from a thread outside the event loop."""
-        return self._readers.run_blocking(read)
+        return pb.ChangeResponse(changed=await self._operations.set_priority(request.selector, request.priority))
