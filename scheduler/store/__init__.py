@@ -2,8 +2,9 @@
 
 - ``schema``: the tables, opening a connection (WAL mode), upgrading a database an older
   scheduler wrote;
-- ``leases``: the task lifecycle, and the events workers and the scheduler's timers make (claim,
-  heartbeat, report_episode, complete, fail, release, reap_expired, renew_held_leases);
+- ``leases``: the task lifecycle as a transition table, and the events workers and the scheduler's
+  timers make (claim, heartbeat, report_episode, complete, fail, release, reap_expired,
+  renew_held_leases);
 - ``operations``: what an operator does (put_manifest, submit, cancel, requeue, set_priority);
 - ``queries``: the reads, and every projection of rows into the wire's messages;
 - ``validation``: the checks on field values made before a write is queued.

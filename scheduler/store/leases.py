@@ -1,9 +1,11 @@
 """The task lifecycle: what workers, and the scheduler's own timers, do to tasks under lease.
 
-There is one function per event, each a write on one connection inside a transaction the caller
-owns (see ``scheduler.writer``). The worker events and the scheduler's timers are written here;
-submission and the operator events (cancel, requeue, set_priority) in
-``scheduler.store.operations``. The lease rules:
+``TRANSITIONS`` lists every state change a task can make and the event that makes it; there is one
+function per event, each a write on one connection inside a transaction the caller owns (see
+``scheduler.writer``). The worker events and the scheduler's timers are written here; submission
+and the operator events (cancel, requeue, set_priority) in ``scheduler.store.operations``.
+``tests/test_store_transitions.py`` drives every event on a real database and checks the SQL of
+both modules against the table. The lease rules:
 
 - claim: the highest-priority, oldest pending task on the worker's routes becomes ``leased`` with
   attempt + 1, fencing token + 1 and a deadline;
@@ -30,6 +32,44 @@ from dataclasses import dataclass
 from evalfleet.scheduler_api.errors import InvalidArgument, NotFound, PreconditionFailed, StaleLease
 from evalfleet.scheduler_api.vocabulary import failure_text
 from evalfleet.v1 import scheduler_pb2 as pb
+
+
+@dataclass(frozen=True)
+class Transition:
+    """``event`` moves a task from ``source`` to ``target`` (``source`` None: the task is new).
+
+    ``attempt`` is what the event does to the task's attempt record: ``running`` opens one, any
+    other outcome ends the current one with it, None leaves it alone.
+    """
+
+    event: str
+    source: str | None
+    target: str
+    attempt: str | None = None
+
+
+TRANSITIONS: tuple[Transition, ...] = (
+    Transition("submit", None, "pending"),
+    # A worker's events.
+    Transition("claim", "pending", "leased", attempt="running"),
+    Transition("heartbeat", "leased", "leased"),
+    Transition("report_episode", "leased", "leased"),
+    Transition("complete", "leased", "succeeded", attempt="succeeded"),
+    Transition("fail", "leased", "pending", attempt="failed"),  # retryable, and attempts remain
+    Transition("fail", "leased", "failed", attempt="failed"),
+    Transition("release", "leased", "pending", attempt="released"),  # the attempt is handed back
+    # The scheduler's timers.
+    Transition("reap_expired", "leased", "pending", attempt="lost"),  # attempts remain
+    Transition("reap_expired", "leased", "failed", attempt="lost"),
+    Transition("renew_held_leases", "leased", "leased"),
+    # An operator's actions.
+    Transition("cancel", "pending", "cancelled"),
+    Transition("cancel", "leased", "cancelled", attempt="cancelled"),  # the worker learns at its heartbeat
+    Transition("requeue", "failed", "pending"),  # with a fresh attempt budget
+    Transition("requeue", "cancelled", "pending"),
+    Transition("set_priority", "pending", "pending"),
+    Transition("set_priority", "leased", "leased"),
+)
 
 
 @dataclass(frozen=True)

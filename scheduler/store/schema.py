@@ -4,7 +4,7 @@ Everything the scheduler knows lives in one SQLite file: manifests, submissions,
 task's attempts (one per lease, kept after it ends), episode results and workers. A task's
 ``state`` holds the names of ``evalfleet.scheduler_api.vocabulary.TASK_STATE_NAMES``, an attempt's
 ``outcome`` those of ``ATTEMPT_OUTCOMES`` below, a failure's reason a ``FailureReason`` number;
-the events that move a task from one state to another are in ``scheduler.store.leases``.
+which event moves a task from one state to another is the table in ``scheduler.store.leases``.
 
 A connection runs in WAL mode, so readers never wait for the writer; the one writer connection
 belongs to ``scheduler.writer``.
