@@ -11,7 +11,7 @@ from __future__ import annotations
 import sqlite3
 import time
 from collections.abc import Callable, Iterator
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily
@@ -21,7 +21,14 @@ from evalfleet.scheduler_api.vocabulary import TASK_STATE_NAMES
 from scheduler.store import queries
 
 T = TypeVar("T")
-Read = Callable[[Callable[[sqlite3.Connection], T]], T]
+
+
+class Read(Protocol):
+    """Runs a query on one of the scheduler's reader connections (``Readers.read_blocking``)."""
+
+    def __call__(self, query: Callable[[sqlite3.Connection], T], /) -> T: ...
+
+
 WORKER_STATES = ("active", "idle", "lost")
 # Claims are one group commit: sub-millisecond idle, tens of milliseconds under a storm.
 CLAIM_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)

@@ -73,7 +73,7 @@ class SchedulerServer:
         self.operations = Operations(self.writer)
         self.service = SchedulerService(self.writer, self.readers, self.operations, config.lease_seconds)
         # Authentication first; unparseable request bytes are INVALID_ARGUMENT (evalfleet.wire).
-        interceptors = [BearerTokenInterceptor(config.token)] if config.token else []
+        interceptors: list[grpc.aio.ServerInterceptor] = [BearerTokenInterceptor(config.token)] if config.token else []
         interceptors.append(MalformedRequestInterceptor())
         self.server = grpc.aio.server(
             interceptors=interceptors,
@@ -89,7 +89,7 @@ class SchedulerServer:
         self.port = 0
         self.http_port = 0
         self.dashboard: Dashboard | None = None
-        self._reaper: asyncio.Task | None = None
+        self._reaper: asyncio.Task[None] | None = None
 
     async def start(self) -> int:
         address = f"{self.config.host}:{self.config.port}"

@@ -51,7 +51,7 @@ def _handler(method: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]
     """Turns typed scheduler errors into their status code, with the error kind in trailers."""
 
     @functools.wraps(method)
-    async def wrapper(self: SchedulerService, request: Any, context: grpc.aio.ServicerContext) -> T:
+    async def wrapper(self: SchedulerService, request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> T:
         try:
             return await method(self, request, context)
         except SchedulerError as exc:

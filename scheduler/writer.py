@@ -17,7 +17,7 @@ import sqlite3
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from evalfleet.scheduler_api.errors import SchedulerError
 
@@ -31,9 +31,9 @@ MAX_GROUP = 512
 
 @dataclass
 class _Pending:
-    write: Write
+    write: Write[Any]
     loop: asyncio.AbstractEventLoop
-    future: asyncio.Future
+    future: asyncio.Future[Any]
 
 
 class GroupCommitWriter:
@@ -58,7 +58,7 @@ class GroupCommitWriter:
     async def run(self, write: Write[T]) -> T:
         """Runs ``write(conn)`` in the next group; returns once it is committed."""
         loop = asyncio.get_running_loop()
-        future = loop.create_future()
+        future: asyncio.Future[T] = loop.create_future()
         self._queue.put(_Pending(write, loop, future))
         return await future
 
@@ -97,13 +97,13 @@ class GroupCommitWriter:
         self.commits += 1
         self.writes += len(group)
         # One wake-up of each event loop per group, not one per write.
-        by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future, bool, object]]] = {}
+        by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[Any], bool, Any]]] = {}
         for pending, (ok, value) in zip(group, outcomes, strict=True):
             by_loop.setdefault(pending.loop, []).append((pending.future, ok, value))
         for loop, settled in by_loop.items():
             loop.call_soon_threadsafe(_settle, settled)
 
-    def _apply(self, write: Write) -> tuple[bool, object]:
+    def _apply(self, write: Write[Any]) -> tuple[bool, Any]:
         """One write in its own savepoint: a refused or failing write changes nothing, alone."""
         self._conn.execute("SAVEPOINT write")
         try:
@@ -117,7 +117,7 @@ class GroupCommitWriter:
         self._conn.execute("RELEASE write")
         return True, result
 
-    def _apply_alone(self, write: Write) -> tuple[bool, object]:
+    def _apply_alone(self, write: Write[Any]) -> tuple[bool, Any]:
         """A write alone in its transaction needs no savepoint: a refusal rolls back the whole."""
         try:
             return True, write(self._conn)
@@ -128,11 +128,12 @@ class GroupCommitWriter:
             return False, exc
 
 
-def _settle(settled: list[tuple[asyncio.Future, bool, object]]) -> None:
+def _settle(settled: list[tuple[asyncio.Future[Any], bool, Any]]) -> None:
+    """Answers each write: its result, or the exception it raised (an outcome is (ok, value))."""
     for future, ok, value in settled:
         if future.cancelled():
             continue
         if ok:
             future.set_result(value)
         else:
-            future.set_exception(value)  # type: ignore[arg-type]
+            future.set_exception(value)
