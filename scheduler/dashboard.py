@@ -26,7 +26,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from evalfleet.scheduler_api.errors import InvalidArgument, SchedulerError
-from evalfleet.scheduler_api.vocabulary import TASK_STATE_NAMES, TASK_STATES
+from evalfleet.scheduler_api.vocabulary import TASK_STATE_NAMES, TASK_STATES, failure_counts
 from evalfleet.v1 import scheduler_pb2 as pb
 from scheduler.dashboard_page import LOGIN_PAGE, PAGE
 from scheduler.operations import Operations
@@ -167,6 +167,7 @@ def _submission(sub: pb.SubmissionStatus, summary: pb.GetSummaryResponse) -> dic
             "planned": m.episodes_planned,
             "completed": m.episodes_completed,
             "succeeded": m.episodes_succeeded,
+            "failed_attempts": failure_counts(m.failures),
         }
         for m in summary.manifests
     ]

@@ -79,12 +79,21 @@ function eta(sub, now) {
   return {rate, text: rate > 0 ? duration(remaining / rate) : "-"};
 }
 
+// Failed or lost attempts of one task x setting, by reason: infrastructure, never in the rate.
+function failures(byReason) {
+  const entries = Object.entries(byReason || {});
+  if (!entries.length) return "";
+  const total = entries.reduce((sum, [, n]) => sum + n, 0);
+  const reasons = entries.map(([reason, n]) => `${reason} ${n}`).join(", ");
+  return ` <small class="failed" title="${esc(reasons)}">${total} failed attempt${total === 1 ? "" : "s"}: ${esc(reasons)}</small>`;
+}
+
 function successTable(sub) {
   const settings = [...new Set(sub.manifests.map(m => m.setting))];
   const tasks = [...new Set(sub.manifests.map(m => m.task))];
   const cell = (task, setting) => {
     const m = sub.manifests.find(x => x.task === task && x.setting === setting);
-    return m ? `<td>${m.succeeded}/${m.completed} <b>${pct(m.succeeded, m.completed)}</b>${m.completed < m.planned ? ` <small>(of ${m.planned})</small>` : ""}</td>` : "<td>-</td>";
+    return m ? `<td>${m.succeeded}/${m.completed} <b>${pct(m.succeeded, m.completed)}</b>${m.completed < m.planned ? ` <small>(of ${m.planned})</small>` : ""}${failures(m.failed_attempts)}</td>` : "<td>-</td>";
   };
   return `<table class="success"><tr><th>task</th>${settings.map(s => `<th>${esc(s)}</th>`).join("")}</tr>` +
     tasks.map(t => `<tr><td>${esc(t)}</td>${settings.map(s => cell(t, s)).join("")}</tr>`).join("") + "</table>";
@@ -124,14 +133,14 @@ function tasksView(data) {
 function taskView(data) {
   const t = data.task;
   const attempts = data.attempts.map(a => `<tr class="attempt"><td>${a.attempt}</td><td>${a.fencing_token}</td><td>${esc(a.worker_id)}</td>
-    <td>${when(a.started_at)}</td><td>${when(a.ended_at)}</td><td class="state-${a.outcome}">${a.outcome}</td><td>${esc(a.error)}</td></tr>`).join("");
+    <td>${when(a.started_at)}</td><td>${when(a.ended_at)}</td><td class="state-${a.outcome}">${a.outcome}</td><td class="reason">${esc(a.failure_reason)}</td><td>${esc(a.error)}</td></tr>`).join("");
   const episodes = data.episodes.map(e => `<tr><td>${e.result.episode_index}</td><td>${e.result.success ? "yes" : "no"}</td>
     <td>${e.result.steps}</td><td>${e.result.wall_seconds.toFixed(2)}</td><td>${esc(e.worker_id)}</td><td>${e.fencing_token}</td></tr>`).join("");
   return `<h2>Task ${esc(t.task_id)} <span class="state-${t.state}">${t.state}</span></h2>
     <p>submission ${esc(t.submission_id)}, route ${esc(t.route)}, priority ${t.priority}, episodes ${t.episode_start}-${t.episode_end - 1}
     (${t.episodes_done} stored), attempts ${t.attempts}/${t.max_attempts}</p>
     <button data-op="cancel" data-task="${esc(t.task_id)}">Cancel</button><button data-op="requeue" data-task="${esc(t.task_id)}">Requeue</button>
-    <h3>Attempts</h3><table id="attempts"><tr><th>attempt</th><th>token</th><th>worker</th><th>started</th><th>ended</th><th>outcome</th><th>error</th></tr>${attempts}</table>
+    <h3>Attempts</h3><table id="attempts"><tr><th>attempt</th><th>token</th><th>worker</th><th>started</th><th>ended</th><th>outcome</th><th>reason</th><th>error</th></tr>${attempts}</table>
     <h3>Episodes</h3><table id="episodes"><tr><th>episode</th><th>success</th><th>steps</th><th>wall s</th><th>worker</th><th>token</th></tr>${episodes}</table>`;
 }
 

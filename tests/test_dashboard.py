@@ -14,6 +14,7 @@ from procs import ServiceProcess, cli, scheduler_argv
 
 from benchmarks.synthetic.manifest import build_synthetic
 from evalfleet.scheduler_api.client import SchedulerClient, selector
+from evalfleet.v1 import scheduler_pb2 as pb
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -190,3 +191,22 @@ def test_with_a_tls_certificate_the_dashboard_serves_https(tmp_path):
 
     finally:
         server.kill()
+
+
+def test_failed_attempts_show_their_reasons(start_scheduler):
+    proc, url = start_with_dashboard(start_scheduler)
+    client = proc.client()
+    client.submit([build_synthetic(2, seed=3, task="pick")], "synthetic", batch_size=2, submission_id="why")
+    lease = client.claim("w1", ["synthetic"])
+    client.fail(lease, "episode 0 ran past 1.0s", reason=pb.FAILURE_REASON_TIMEOUT)
+
+    status, overview = call(url + "api/overview")
+    assert status == 200
+    (sub,) = overview["submissions"]
+    assert [m["failed_attempts"] for m in sub["manifests"]] == [{"timeout": 1}]
+    status, detail = call(url + "api/task?task_id=why-00000")
+    assert status == 200
+    assert [(a["outcome"], a["failure_reason"], a["error"]) for a in detail["attempts"]] == [
+        ("failed", "timeout", "[timeout] episode 0 ran past 1.0s")
+    ]
+    assert detail["task"]["last_failure_reason"] == "timeout"
