@@ -27,6 +27,7 @@ __all__ = [
     "policy_argv",
     "policy_steps_logged",
     "scheduler_argv",
+    "self_signed_certificate",
     "wait_serving",
     "wait_until",
     "worker_argv",
@@ -59,3 +60,31 @@ def db_fingerprint(db_path: Path) -> str:
 def policy_steps_logged(directory: Path) -> int:
     """Policy steps written so far to the episode logs under ``directory`` (one JSON line each)."""
     return sum(path.read_text().count('"event": "step"') for path in directory.rglob("*.jsonl"))
+
+
+def self_signed_certificate(directory: Path, host: str) -> tuple[Path, Path]:
+    """A throwaway TLS key and certificate for ``host`` (the real openssl), valid for a day."""
+    key, cert = directory / "key.pem", directory / "cert.pem"
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+            "-days",
+            "1",
+            "-subj",
+            f"/CN={host}",
+            "-addext",
+            f"subjectAltName=DNS:{host}",
+        ],
+        check=True,
+        capture_output=True,
+    )
+    return key, cert

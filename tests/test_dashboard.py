@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import json
 import ssl
-import subprocess
 import urllib.error
 import urllib.request
 
 import pytest
 from dashboard_proc import DASHBOARD_LINE, call, start_with_dashboard
-from procs import ServiceProcess, cli, scheduler_argv
+from procs import ServiceProcess, cli, scheduler_argv, self_signed_certificate
 
 from benchmarks.synthetic.manifest import build_synthetic
 from evalfleet.scheduler_api.client import SchedulerClient, selector
@@ -143,29 +142,7 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
 
 
 def test_with_a_tls_certificate_the_dashboard_serves_https(tmp_path):
-    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
-    subprocess.run(
-        [
-            "openssl",
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-keyout",
-            str(key),
-            "-out",
-            str(cert),
-            "-days",
-            "1",
-            "-subj",
-            "/CN=localhost",
-            "-addext",
-            "subjectAltName=DNS:localhost",
-        ],
-        check=True,
-        capture_output=True,
-    )
+    key, cert = self_signed_certificate(tmp_path, "localhost")
     argv = scheduler_argv(
         tmp_path / "db.sqlite",
         "--host",

@@ -11,7 +11,7 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha.proto_reflection_descriptor_database import ProtoReflectionDescriptorDatabase
-from procs import ServiceProcess, cli, scheduler_argv
+from procs import ServiceProcess, cli, scheduler_argv, self_signed_certificate
 
 from benchmarks.synthetic.manifest import build_synthetic
 from evalfleet.scheduler_api.client import SchedulerClient
@@ -82,29 +82,7 @@ def test_binding_beyond_loopback_needs_a_token(tmp_path):
 
 
 def test_tls(tmp_path):
-    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
-    subprocess.run(
-        [
-            "openssl",
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-keyout",
-            str(key),
-            "-out",
-            str(cert),
-            "-days",
-            "1",
-            "-subj",
-            "/CN=localhost",
-            "-addext",
-            "subjectAltName=DNS:localhost",
-        ],
-        check=True,
-        capture_output=True,
-    )
+    key, cert = self_signed_certificate(tmp_path, "localhost")
     argv = scheduler_argv(tmp_path / "db.sqlite", "--host", "localhost", "--tls-cert", str(cert), "--tls-key", str(key))
     server = ServiceProcess(argv, tmp_path / "tls.log").start()
     try:
