@@ -140,7 +140,10 @@ def claim_costs(tmp: Path, pendings: Sequence[int], claims: int) -> list[ClaimCo
         with labtasker_server(tmp / f"labtasker-claims-{run}-{pending}.sqlite") as server:
             populate(server.address, "bench", pending + claims + WARMUP_CLAIMS)
             with connect(server.address, "bench") as client:
-                claim = lambda: retry_busy(lambda: client._claim(route=ROUTE, run_id=new_run_id()))  # noqa: E731
+
+                def claim() -> Any:
+                    return retry_busy(lambda: client._claim(route=ROUTE, run_id=new_run_id()))
+
                 result = measure_claims("labtasker", server, claim, pending, claims)
         progress(describe_claims(result))
         results.append(result)

@@ -19,7 +19,7 @@ import pytest
 SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
 sys.path.insert(0, str(SCRIPTS))
 
-from bench_load import bucket_quantile_ms, double_leases  # noqa: E402
+from bench_load import bucket_quantile_ms, double_leases  # noqa: E402 (scripts/ is importable only after the insert)
 
 
 @pytest.mark.slow

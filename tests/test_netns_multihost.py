@@ -97,7 +97,7 @@ class Cluster:
         )
 
     def _service(self, host: Host, name: str, argv: list[str], **kwargs: object) -> ServiceProcess:
-        return ServiceProcess(host.argv(argv), self.tmp / "logs" / f"{name}.log", **kwargs)  # type: ignore[arg-type]
+        return ServiceProcess(host.argv(argv), self.tmp / "logs" / f"{name}.log", **kwargs)
 
     def start_worker(self, name: str, *extra: str, policies: tuple[str, ...] = ()) -> ServiceProcess:
         argv = worker_argv(

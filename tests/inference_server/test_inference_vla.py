@@ -13,16 +13,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
+import transformers
+from inference_helpers import ServerProcess, episode
+from tokenizers import Tokenizer, models, pre_tokenizers
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
-
-from inference_helpers import ServerProcess, episode  # noqa: E402
-from tokenizers import Tokenizer, models, pre_tokenizers  # noqa: E402
-
-from evalfleet.policy_api import tensors  # noqa: E402
-from evalfleet.v1 import policy_pb2  # noqa: E402
-from inference_server.backends.vla import VLAConfig, VLAPolicy, save_checkpoint  # noqa: E402
+from evalfleet.policy_api import tensors
+from evalfleet.v1 import policy_pb2
+from inference_server.backends.vla import VLAConfig, VLAPolicy, save_checkpoint
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
