@@ -1,15 +1,23 @@
 """A checkpoint folder, its sealed manifest, and verification of every file against it.
 
 Every checkpoint folder holds `evalfleet-checkpoint.json`: the backend that serves it, the backend's
-settings, and the expected sha256 of every file the backend reads. Verification hashes each file
-before anything is loaded and names the first one that differs, so a truncated download or a
-swapped shard is refused instead of silently evaluated.
+settings, and the expected sha256 of every file in the folder. Verification hashes each file
+before anything is loaded and names the first one that differs, is missing or was added since
+sealing, so a truncated download, a swapped shard or a stray tokenizer is refused instead of
+silently evaluated.
+
+Links: a link to a file inside the folder is sealed under the link's name with its target's
+content; a link to a folder inside the folder is not followed (its target's files are sealed
+under their own names); a link that leads outside the folder, or nowhere, is refused, as is
+anything that is not a regular file (a socket, a FIFO).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -67,16 +75,84 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
-def seal(root: Path, backend: str, settings: dict[str, Any]) -> Path:
-    """Writes the manifest of a checkpoint folder, hashing every other file in it."""
-    files = {
-        path.relative_to(root).as_posix(): sha256_file(path)
-        for path in sorted(root.rglob("*"))
-        if path.is_file() and path.name != MANIFEST_NAME
-    }
-    manifest = {"format": MANIFEST_FORMAT, "backend": backend, "settings": settings, "sha256": files}
+def folder_files(root: Path) -> dict[str, Path]:
+    """Every file of a checkpoint folder by its posix name relative to the folder, the manifest
+    excepted; raises CheckpointError naming a link that leaves the folder or a non-regular file."""
+    root = Path(root)
+    inside = root.resolve()
+    files: dict[str, Path] = {}
+
+    def unreadable(error: OSError) -> None:
+        where = Path(error.filename)
+        name = where.relative_to(root).as_posix() if where.is_relative_to(root) else str(where)
+        raise CheckpointError(f"cannot read folder {name}: {error.strerror or error}", path=where)
+
+    for folder, dirnames, filenames in os.walk(root, onerror=unreadable, followlinks=False):
+        dirnames.sort()
+        for name in dirnames:  # a link to a folder inside is not walked: its files are sealed where they are
+            if (Path(folder) / name).is_symlink():
+                _check_link(Path(folder) / name, root, inside)
+        for name in filenames:
+            path = Path(folder) / name
+            relative = path.relative_to(root).as_posix()
+            if path.is_symlink():
+                _check_link(path, root, inside)
+            if relative == MANIFEST_NAME:
+                continue
+            if not path.is_file():
+                raise CheckpointError(f"{relative} is not a regular file", path=path)
+            files[relative] = path
+    return dict(sorted(files.items()))
+
+
+def _check_link(path: Path, root: Path, inside: Path) -> None:
+    relative = path.relative_to(root).as_posix()
+    try:
+        target = path.resolve(strict=True)
+    except (OSError, RuntimeError) as exc:
+        raise CheckpointError(f"{relative} is a link that leads nowhere ({os.readlink(path)})", path=path) from exc
+    if target != inside and inside not in target.parents:
+        raise CheckpointError(f"{relative} is a link that leads outside the folder, to {target}", path=path)
+
+
+def hash_file(path: Path, relative: str) -> str:
+    """sha256 of one file, or a CheckpointError naming it when it cannot be read."""
+    try:
+        return sha256_file(path)
+    except OSError as exc:
+        raise CheckpointError(f"cannot read {relative}: {exc.strerror or exc}", path=path) from exc
+
+
+def hash_folder(root: Path) -> dict[str, str]:
+    """The sha256 of every file of a checkpoint folder (what `seal` writes into the manifest)."""
+    return {relative: hash_file(path, relative) for relative, path in folder_files(root).items()}
+
+
+def seal(root: Path, backend: str, settings: dict[str, Any], *, replace: bool = True) -> Path:
+    """Writes the manifest of a checkpoint folder, hashing every other file in it.
+
+    The manifest is written to a temporary file and renamed, so a refused or interrupted seal
+    leaves the folder as it was. With `replace=False` an existing manifest is refused."""
+    root = Path(root)
     target = root / MANIFEST_NAME
-    target.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    if not replace and target.exists():
+        raise CheckpointError(f"{target} already exists (seal again with --force to replace it)", path=target)
+    return write_manifest(root, backend, settings, hash_folder(root))
+
+
+def write_manifest(root: Path, backend: str, settings: dict[str, Any], sha256: dict[str, str]) -> Path:
+    """Writes the manifest atomically (temporary file, then rename)."""
+    manifest = {"format": MANIFEST_FORMAT, "backend": backend, "settings": settings, "sha256": sha256}
+    target = Path(root) / MANIFEST_NAME
+    handle, temporary = tempfile.mkstemp(dir=root, prefix=f".{MANIFEST_NAME}.", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "w") as stream:
+            stream.write(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+        os.chmod(temporary, 0o644)  # mkstemp's 0600 would hide the manifest from other readers
+        os.replace(temporary, target)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
     return target
 
 
@@ -96,7 +172,7 @@ def _read_manifest(root: Path) -> dict[str, Any]:
     return manifest
 
 
-def _check_index_covered(root: Path, sealed: dict[str, str]) -> None:
+def check_index_covered(root: Path, sealed: dict[str, str]) -> None:
     """Every shard the index names must be sealed, or an unsealed shard could be loaded."""
     if INDEX_NAME not in sealed:
         return
@@ -106,23 +182,35 @@ def _check_index_covered(root: Path, sealed: dict[str, str]) -> None:
             raise CheckpointError(f"shard {shard} is named by {INDEX_NAME} but has no sealed hash", path=root / shard)
 
 
+def verify(root: Path, sealed: dict[str, str]) -> None:
+    """Hashes every file of the folder against the sealed hashes; raises CheckpointError naming
+    the first file (in name order) that differs, is missing, or is in the folder but not sealed."""
+    present = folder_files(root)
+    for relative in sorted({*sealed, *present}):
+        if relative not in present:
+            raise CheckpointError(f"{relative} is missing from {root}", path=root / relative)
+        if relative not in sealed:
+            raise CheckpointError(
+                f"{relative} is in {root} but not in its {MANIFEST_NAME} (remove it, or seal the folder again)",
+                path=present[relative],
+            )
+        expected, actual = sealed[relative], hash_file(present[relative], relative)
+        if actual != expected:
+            raise CheckpointError(
+                f"{relative} differs from its sealed hash: expected sha256 {expected}, got {actual}",
+                path=present[relative],
+            )
+
+
 def load(root: Path, name: str | None = None) -> Checkpoint:
-    """Reads the manifest and verifies every sealed file; raises CheckpointError naming the culprit."""
+    """Reads the manifest and verifies every file of the folder; raises CheckpointError naming the culprit."""
     root = Path(root)
     if not root.is_dir():
         raise CheckpointError(f"checkpoint folder {root} does not exist", path=root)
     manifest = _read_manifest(root)
     sealed: dict[str, str] = manifest["sha256"]
-    for relative, expected in sorted(sealed.items()):
-        path = root / relative
-        if not path.is_file():
-            raise CheckpointError(f"{relative} is missing from {root}", path=path)
-        actual = sha256_file(path)
-        if actual != expected:
-            raise CheckpointError(
-                f"{relative} differs from its sealed hash: expected sha256 {expected}, got {actual}", path=path
-            )
-    _check_index_covered(root, sealed)
+    verify(root, sealed)
+    check_index_covered(root, sealed)
     return Checkpoint(
         name=name or root.name,
         root=root,

@@ -3,14 +3,21 @@
 What decides a policy's answers (every file's hash, the backend and its settings, precision, the
 observation and action contract) goes into the record; its digest and comparison are the wire's
 (`evalfleet.policy_api.identity`), so a client computes the same digest as the server.
+
+`describe` is the one way to get from a checkpoint to its record: the server calls it before it
+opens its port, `--dry-run` prints it, and `inference-server checkpoint seal|verify|show` call it,
+so the digest they print is the one `GetIdentity` reports.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from evalfleet.policy_api.identity import PROTOCOL_VERSION, canonical_json
+from evalfleet.policy_api.identity import digest as record_digest
 from evalfleet.v1 import policy_pb2
-from inference_server.backends import Backend
-from inference_server.checkpoint import CONFIG_NAME, INDEX_NAME, NORMALIZATION_NAME, Checkpoint
+from inference_server.backends import Backend, BackendError, RuntimeOptions, resolve
+from inference_server.checkpoint import CONFIG_NAME, INDEX_NAME, NORMALIZATION_NAME, Checkpoint, CheckpointError
 
 
 def build(checkpoint: Checkpoint, backend_name: str, backend: Backend) -> policy_pb2.IdentityRecord:
@@ -31,3 +38,29 @@ def build(checkpoint: Checkpoint, backend_name: str, backend: Backend) -> policy
         protocol_version=PROTOCOL_VERSION,
         other_sha256=checkpoint.others,
     )
+
+
+@dataclass(frozen=True)
+class Described:
+    """A verified checkpoint with its backend built (not loaded) and its identity."""
+
+    checkpoint: Checkpoint
+    backend: Backend
+    record: policy_pb2.IdentityRecord
+    digest: str
+
+
+def describe(checkpoint: Checkpoint, backend_name: str, options: RuntimeOptions) -> Described:
+    """Builds the backend without loading it and computes the identity the server will report.
+
+    Raises BackendError for a name that does not resolve or a backend that refuses the checkpoint
+    (its message included), CheckpointError as a built-in backend raises it."""
+    factory = resolve(backend_name)
+    try:
+        backend = factory(checkpoint, options)
+        record = build(checkpoint, backend_name, backend)
+    except CheckpointError:
+        raise
+    except Exception as exc:  # a plug-in's factory may refuse its settings with any exception
+        raise BackendError(f"backend {backend_name!r} refuses {checkpoint.name}: {exc}") from exc
+    return Described(checkpoint=checkpoint, backend=backend, record=record, digest=record_digest(record))

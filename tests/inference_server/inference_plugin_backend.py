@@ -1,9 +1,10 @@
-"""A plug-in backend for tests, loaded by `--backend inference_plugin_backend:gated`.
+"""Plug-in backends for tests, loaded by `--backend inference_plugin_backend:<factory>`.
 
-Its load waits until the file named by the checkpoint setting `gate` exists, so a test can watch
+`gated`: its load waits until the file named by the checkpoint setting `gate` exists, so a test can watch
 the server while it is NOT_SERVING; its act fails for a negative state, so a test can watch a
 backend failure that must leave the session intact, and hangs for a state of 1000 or more, so a
-test can watch a client give up on a hung server.
+test can watch a client give up on a hung server. `failing_load` raises in load, after the server
+opened its port; `strict` refuses a non-numeric `speed` setting with a ValueError.
 """
 
 from __future__ import annotations
@@ -36,3 +37,22 @@ class GatedBackend(DeterministicBackend):
 
 def gated(checkpoint: Checkpoint, options: RuntimeOptions) -> GatedBackend:
     return GatedBackend(checkpoint)
+
+
+class FailingLoadBackend(DeterministicBackend):
+    """Builds (so the server describes it and opens its port) but raises in load."""
+
+    def load(self) -> None:
+        raise RuntimeError("no weights fit on this device")
+
+
+def failing_load(checkpoint: Checkpoint, options: RuntimeOptions) -> FailingLoadBackend:
+    return FailingLoadBackend(checkpoint)
+
+
+def strict(checkpoint: Checkpoint, options: RuntimeOptions) -> DeterministicBackend:
+    """Refuses a `speed` setting that is not a number, as a third-party factory would: a ValueError."""
+    speed = checkpoint.settings.get("speed", 1.0)
+    if not isinstance(speed, int | float):
+        raise ValueError(f"setting speed must be a number, got {speed!r}")
+    return DeterministicBackend(checkpoint)
