@@ -10,11 +10,13 @@ server's answers are compared with. Arrays cross between them as .npy files.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
 import sys
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -22,8 +24,10 @@ from typing import Any
 import numpy as np
 import pytest
 from inference_helpers import ServerProcess
+from procs import ServiceProcess, cli, policy_argv, wait_serving
 
 from evalfleet.policy_api import tensors
+from evalfleet.policy_api.client import PolicyClient
 from evalfleet.processes import free_port
 from evalfleet.v1 import policy_pb2
 from inference_server.checkpoint import seal
@@ -38,6 +42,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 TINY = Path(__file__).parent / "lerobot_tiny.py"
 CAMERA = 64
 SESSIONS = 4
+LIBERO_STEPS = 6
 STATS_FILE = "policy_preprocessor_step_3_normalizer_processor.safetensors"
 
 
@@ -241,3 +246,78 @@ def test_served_from_the_main_virtualenv_it_names_the_lerobot_one(
     done = subprocess.run([*argv, "--dry-run"], capture_output=True, text=True, timeout=120)
     assert done.returncode == 2
     assert "the lerobot backend runs from .venv-lerobot" in done.stderr
+
+
+LIBERO_MISSING = importlib.util.find_spec("libero") is None and os.environ.get("EVALFLEET_REQUIRE_LIBERO") != "1"
+
+
+@pytest.mark.libero
+@pytest.mark.timeout(600)
+@pytest.mark.skipif(LIBERO_MISSING, reason="LIBERO is not installed (scripts/install_libero.sh)")
+def test_real_libero_episodes_end_to_end(
+    lerobot_python: Path,
+    tiny_act: Path,
+    libero_settings: dict[str, Any],
+    scheduler: Any,
+    start_worker: Any,
+    tmp_path: Path,
+) -> None:
+    """Scheduler -> two renderer workers (main virtualenv, real LIBERO) -> this backend's server."""
+    out = tmp_path / "manifests"
+    run = cli(
+        "manifest",
+        "build",
+        "libero",
+        "--out",
+        str(out),
+        "--suite",
+        "libero_object",
+        "--tasks",
+        "0",
+        "--trials",
+        "2",
+        "--camera-size",
+        str(CAMERA),
+        "--wait-steps",
+        "2",
+        "--max-steps",
+        str(LIBERO_STEPS),
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stderr
+    sealed_copy(tiny_act, tmp_path / "checkpoints", libero_settings)
+    argv = policy_argv("act", tmp_path / "checkpoints", port=free_port())
+    policy = ServiceProcess([str(lerobot_python), *argv[1:]], tmp_path / "policy.log")
+    with policy:
+        policy.start()
+        wait_serving(policy.address, timeout=120)
+        run = cli(
+            "submit",
+            "--server",
+            scheduler.address,
+            "--route",
+            "libero",
+            "--batch-size",
+            "1",
+            "--policy-server",
+            policy.address,
+            "--submission-id",
+            "lerobot-e2e",
+            "--manifest",
+            *(str(path) for path in sorted(out.glob("*.json"))),
+        )
+        assert run.returncode == 0, run.stderr
+        for name in ("lw0", "lw1"):
+            start_worker(scheduler.address, [policy.address], "--routes", "libero", worker_id=name)
+        client = scheduler.client()
+        deadline = time.monotonic() + 480
+        while (status := client.status("lerobot-e2e").tasks).succeeded + status.failed < status.total:
+            assert time.monotonic() < deadline, f"not finished: {status}\n{policy.log_path.read_text()}"
+            time.sleep(0.5)
+        with PolicyClient(policy.address) as policy_client:
+            load = policy_client.identity().load
+    summary = client.summary("lerobot-e2e")
+    assert summary.complete and summary.tasks.succeeded == summary.tasks.total == 2, summary
+    assert (summary.episodes_planned, summary.episodes_completed) == (2, 2)
+    assert all(t.attempts == 1 for t in client.tasks().tasks), "no infrastructure retries"
+    assert load.steps_served >= 2  # every episode asked the LeRobot policy
