@@ -250,12 +250,22 @@ def state_map(config: Any, settings: dict[str, Any], root: Path) -> StateMap:
     return StateMap(feature=feature, layout=layout, parts=parts, length=length)
 
 
-def _processor_overrides(settings: dict[str, Any], device: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The sealed overrides, plus the device the server runs on (a runtime option, not identity)."""
+def _processor_overrides(settings: dict[str, Any], device: str, root: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The sealed overrides ({step registry name: {config key: value}} per pipeline), plus the
+    device the server runs on (a runtime option, not identity)."""
     overrides = settings.get("processor_overrides", {})
-    pre = {**overrides.get("preprocessor", {}), "device_processor": {"device": device}}
-    post = {**overrides.get("postprocessor", {}), "device_processor": {"device": device}}
-    return pre, post
+    pipelines = ("preprocessor", "postprocessor")
+    if not isinstance(overrides, dict) or set(overrides) - set(pipelines):
+        raise CheckpointError(f"{root}: settings.processor_overrides may hold only {pipelines}", path=root)
+    chosen = []
+    for pipeline in pipelines:
+        steps = overrides.get(pipeline, {})
+        if not isinstance(steps, dict) or not all(isinstance(v, dict) for v in steps.values()):
+            raise CheckpointError(
+                f"{root}: settings.processor_overrides.{pipeline} must map step names to objects", path=root
+            )
+        chosen.append({**steps, "device_processor": {**steps.get("device_processor", {}), "device": device}})
+    return chosen[0], chosen[1]
 
 
 def noise_seed(base: int, episode_id: str, step: int) -> int:
@@ -284,6 +294,10 @@ class LeRobotBackend:
         self.options = options
         self.config = load_config(root, settings)
         self.config.device = options.device
+        if getattr(self.config, "pretrained_backbone_weights", None) is not None:
+            # ACT's default names torchvision's ImageNet weights, which building the policy would
+            # download, only for model.safetensors (loaded strictly, backbone included) to replace.
+            self.config.pretrained_backbone_weights = None
         self.camera_maps = camera_maps(self.config, settings, root)
         self.state_map = state_map(self.config, settings, root)
         self.cameras = [m.spec for m in self.camera_maps]
@@ -293,7 +307,7 @@ class LeRobotBackend:
         self.precision = policy_pb2.Precision(dtype="float32", attn_impl="lerobot", tf32=options.tf32)
         self.policy_type = str(self.config.type)
         self.noise_seed = int(settings.get("noise_seed", 0))
-        self.overrides = _processor_overrides(settings, options.device)
+        self.overrides = _processor_overrides(settings, options.device, root)
         self.policy: Any = None
         self.preprocessor: Any = None
         self.postprocessor: Any = None
@@ -309,11 +323,11 @@ class LeRobotBackend:
             self.preprocessor, self.postprocessor = make_pre_post_processors(
                 self.config, pretrained_path=str(self.root), preprocessor_overrides=pre, postprocessor_overrides=post
             )
-        except OSError as exc:  # huggingface_hub's offline refusals are OSErrors
+        except OSError as exc:  # huggingface_hub's offline refusals and failed downloads are OSErrors
             raise CheckpointError(
-                f"{self.root}: the {self.policy_type} policy tried to fetch from the Hugging Face Hub at load ({exc}); "
-                "copy that file or repository into the checkpoint folder, point config.json or "
-                "settings.processor_overrides at the copy, and seal again",
+                f"{self.root}: loading the {self.policy_type} policy tried to read something outside the folder "
+                f"({exc}); copy what it names (a tokenizer or backbone repository) into the checkpoint folder, "
+                "point config.json or settings.processor_overrides at the copy, and seal again",
                 path=self.root,
             ) from exc
         warm = self.act([self._blank_observation()], [History(session_id="warmup", episode=policy_pb2.EpisodeMeta())])

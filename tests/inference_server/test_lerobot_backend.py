@@ -321,3 +321,22 @@ def test_real_libero_episodes_end_to_end(
     assert (summary.episodes_planned, summary.episodes_completed) == (2, 2)
     assert all(t.attempts == 1 for t in client.tasks().tasks), "no infrastructure retries"
     assert load.steps_served >= 2  # every episode asked the LeRobot policy
+
+
+def test_an_act_config_naming_imagenet_backbone_weights_loads_without_fetching_them(
+    lerobot_python: Path, tiny_act: Path, libero_settings: dict[str, Any], tmp_path: Path
+) -> None:
+    """LeRobot's ACT default (torchvision's ImageNet ResNet-18) is what real ACT checkpoints carry;
+    the trained backbone is in model.safetensors, so nothing is downloaded."""
+    folder = sealed_copy(tiny_act, tmp_path / "ckpt", libero_settings)
+    config = json.loads((folder / "config.json").read_text())
+    config["pretrained_backbone_weights"] = "ResNet18_Weights.IMAGENET1K_V1"
+    (folder / "config.json").write_text(json.dumps(config))
+    seal(folder, "lerobot", libero_settings)
+    torch_home = tmp_path / "torch-home"
+    torch_home.mkdir()
+    proc = server(lerobot_python, tmp_path / "ckpt", tmp_path)
+    proc.env["TORCH_HOME"] = str(torch_home)
+    with proc.start(timeout_s=120), proc.client() as client:
+        assert client.identity().identity.chunk_length == 10
+    assert list(torch_home.rglob("*")) == [], "torchvision's weights were fetched"
