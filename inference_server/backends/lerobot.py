@@ -175,8 +175,9 @@ def load_config(root: Path, settings: dict[str, Any]) -> Any:
         )
     if policy_type not in STATELESS_TYPES:
         raise CheckpointError(
-            f"{CONFIG_FILE}: policy type {policy_type!r} is not served: its predict_action_chunk keeps state across "
-            f"calls, so sessions cannot share a batch (served: {', '.join(sorted(STATELESS_TYPES))})",
+            f"{CONFIG_FILE}: policy type {policy_type!r} is not served (served: {', '.join(sorted(STATELESS_TYPES))}); "
+            "diffusion, vqbet and tdmpc keep observation queues inside the policy, so sessions cannot share a "
+            "batch, and the others are not yet checked for a predict_action_chunk that reads only its batch",
             path=root / CONFIG_FILE,
         )
     try:
@@ -225,8 +226,16 @@ def camera_maps(config: Any, settings: dict[str, Any], root: Path) -> list[Camer
 
 
 def state_map(config: Any, settings: dict[str, Any], root: Path) -> StateMap:
+    """The one state feature of the policy, built from the named state vectors the client sends."""
     raw = _setting(settings, "state", dict, root)
     states = _features(config, FeatureType.STATE)
+    fed = (FeatureType.STATE, FeatureType.VISUAL)
+    others = sorted(key for key, f in config.input_features.items() if f.type not in fed)
+    if len(states) != 1 or others:
+        raise CheckpointError(
+            f"{CONFIG_FILE}: input_features must be images and one state feature, got {sorted(config.input_features)}",
+            path=root / CONFIG_FILE,
+        )
     feature, layout = raw.get("feature"), raw.get("layout")
     if feature not in states:
         raise CheckpointError(
@@ -319,7 +328,14 @@ class LeRobotBackend:
             torch.backends.cuda.matmul.allow_tf32 = True
         pre, post = self.overrides
         try:
-            self.policy = get_policy_class(self.policy_type).from_pretrained(self.root, config=self.config, strict=True)
+            policy_class = get_policy_class(self.policy_type)
+            try:
+                self.policy = policy_class.from_pretrained(self.root, config=self.config, strict=True)
+            except RuntimeError as exc:  # torch's load_state_dict: missing, unexpected or misshapen tensors
+                raise CheckpointError(
+                    f"{WEIGHTS_FILE} does not fit the {self.policy_type} policy of {CONFIG_FILE}: {exc}",
+                    path=self.root / WEIGHTS_FILE,
+                ) from exc
             self.preprocessor, self.postprocessor = make_pre_post_processors(
                 self.config, pretrained_path=str(self.root), preprocessor_overrides=pre, postprocessor_overrides=post
             )

@@ -340,3 +340,16 @@ def test_an_act_config_naming_imagenet_backbone_weights_loads_without_fetching_t
     with proc.start(timeout_s=120), proc.client() as client:
         assert client.identity().identity.chunk_length == 10
     assert list(torch_home.rglob("*")) == [], "torchvision's weights were fetched"
+
+
+def test_weights_that_do_not_fit_the_config_exit_2_naming_the_weights(
+    lerobot_python: Path, tiny_act: Path, libero_settings: dict[str, Any], tmp_path: Path
+) -> None:
+    folder = sealed_copy(tiny_act, tmp_path, libero_settings)
+    config = json.loads((folder / "config.json").read_text())
+    config["dim_feedforward"] *= 2
+    (folder / "config.json").write_text(json.dumps(config))
+    seal(folder, "lerobot", libero_settings)
+    done = run_server(lerobot_python, tmp_path, "--port", str(free_port()))
+    assert done.returncode == 2
+    assert "inference-server: model.safetensors does not fit the act policy of config.json" in done.stderr
