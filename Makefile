@@ -4,9 +4,14 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 EXTRAS := test,lint,inference,libero,robotwin,plots
 INSTALL_STAMP := $(VENV)/.evalfleet-installed
+# The lerobot backend's own virtualenv (requirements/lerobot.txt says why it cannot share .venv).
+PYTHON311 ?= python3.11
+LEROBOT_VENV ?= .venv-lerobot
+LEROBOT_PY := $(LEROBOT_VENV)/bin/python
+LEROBOT_STAMP := $(LEROBOT_VENV)/.evalfleet-installed
 PROTO_SRC := $(wildcard protos/evalfleet/v1/*.proto)
 
-.PHONY: demo test test-fast lint protos bench clean iproute2
+.PHONY: demo test test-fast lint protos bench clean iproute2 lerobot-venv
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -18,6 +23,21 @@ $(INSTALL_STAMP): pyproject.toml scripts/install_libero.sh | $(PY)
 	$(PY) -m pip install -q -e '.[$(EXTRAS)]'
 	scripts/install_libero.sh $(PY)
 	touch $@
+
+# Python 3.11 (lerobot 0.4.4 is the newest for it); torch 2.14.1 + torchvision 0.29.1 come from the
+# machine's local wheels. One resolver run for lerobot's requirements and evalfleet (editable, so
+# the server runs this tree's code), then lerobot itself without its torch caps, then a smoke import.
+$(LEROBOT_PY):
+	$(PYTHON311) -m venv $(LEROBOT_VENV)
+	$(LEROBOT_PY) -m pip install -q --upgrade pip
+
+$(LEROBOT_STAMP): requirements/lerobot.txt requirements/lerobot-no-deps.txt pyproject.toml | $(LEROBOT_PY)
+	$(LEROBOT_PY) -m pip install -q -r requirements/lerobot.txt -e .
+	$(LEROBOT_PY) -m pip install -q --no-deps -r requirements/lerobot-no-deps.txt
+	$(LEROBOT_PY) -c "import inference_server.backends.lerobot, lerobot.policies.act.modeling_act"
+	touch $@
+
+lerobot-venv: $(LEROBOT_STAMP)
 
 # The dashboard's browser test drives Debian's chromium (Playwright never downloads a browser here).
 /usr/bin/chromium:
@@ -32,9 +52,9 @@ iproute2:
 	@command -v ip >/dev/null || [ "$$(id -u)" != 0 ] || \
 		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iproute2 >/dev/null)
 
-# LIBERO is installed above, so its tests must run, not skip.
-test: $(INSTALL_STAMP) /usr/bin/chromium iproute2
-	EVALFLEET_REQUIRE_LIBERO=1 $(PY) -m pytest --durations=20
+# LIBERO and the lerobot virtualenv are installed above, so their tests must run, not skip.
+test: $(INSTALL_STAMP) $(LEROBOT_STAMP) /usr/bin/chromium iproute2
+	EVALFLEET_REQUIRE_LIBERO=1 EVALFLEET_LEROBOT_PYTHON=$(LEROBOT_PY) $(PY) -m pytest --durations=20
 
 # The core in a few minutes: everything but the tests that need LIBERO, chromium or network namespaces
 # (pytest markers in pyproject.toml). CI runs `make test`; this is for iterating.
@@ -57,4 +77,4 @@ bench: $(INSTALL_STAMP)
 	$(PY) scripts/bench_inference.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache build *.egg-info
+	rm -rf $(VENV) $(LEROBOT_VENV) .pytest_cache build *.egg-info

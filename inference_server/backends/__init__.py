@@ -88,6 +88,8 @@ BUILTIN = {
     "flat-cost": "inference_server.backends.reference:flat_cost",
     "vla": "inference_server.backends.vla:load",
     "libero-oracle": "inference_server.backends.oracle:oracle",
+    # Runs from .venv-lerobot (make lerobot-venv): LeRobot pins its own torch and numpy.
+    "lerobot": "inference_server.backends.lerobot:load",
 }
 
 

@@ -1,0 +1,407 @@
+"""The `lerobot` backend: a LeRobot pretrained folder served through LeRobot's own classes.
+
+Most public LIBERO and RoboTwin checkpoints ship in LeRobot's format (`config.json`,
+`model.safetensors`, and the `policy_preprocessor*` / `policy_postprocessor*` files that
+`save_pretrained` writes). This backend loads them with `PreTrainedConfig.from_pretrained`,
+`get_policy_class(type).from_pretrained` and `make_pre_post_processors(..., pretrained_path=...)`,
+so the policy and its normalization are LeRobot's code, never a re-implementation.
+
+It runs in its own virtualenv (`.venv-lerobot`, requirements/lerobot.txt): LeRobot pins other
+torch, numpy and transformers versions than the `inference` extra.
+
+What evalfleet adds around LeRobot:
+
+- Identity: every file of the folder is sealed like any checkpoint; the settings (in the digest)
+  name the lerobot version, the policy type, the feature map (evalfleet camera and state names ->
+  LeRobot feature keys) and any processor overrides. The installed lerobot must be the sealed one.
+- Batching: one `predict_action_chunk` call per batch across sessions, task strings as a list.
+  `select_action` is never used: it keeps one action queue for the whole batch. Flow-matching
+  policies get per-session noise seeded from (noise_seed, episode id, step), so a session's
+  actions do not depend on which sessions shared its batch.
+- Offline: HF_HUB_OFFLINE and TRANSFORMERS_OFFLINE are set before LeRobot is imported; a policy that
+  would fetch something at load fails naming what to copy into the folder.
+- Environment side: the worker's images arrive upright (LeRobot's LIBERO env processor flips the
+  simulator's images; evalfleet's worker already did), as uint8 HWC; they become float CHW in
+  [0, 1] and are resized to the policy's input size here. The LIBERO state layout is LeRobot's
+  LIBERO processor's (end-effector position, axis-angle of its quaternion, gripper qpos), built by
+  that processor step itself.
+
+Settings (`evalfleet-checkpoint.json`):
+
+    lerobot_version     "0.4.4": must equal the installed version
+    policy_type         must equal config.json's `type`
+    cameras             [{name, height, width, feature}]: what the client sends, and the LeRobot
+                        image feature each camera feeds
+    state               {feature, layout: "libero"} or {feature, layout: "concat",
+                        parts: [{name, length}]}
+    processor_overrides optional {preprocessor: {step: {...}}, postprocessor: {step: {...}}}
+    noise_seed          optional int (flow-matching policies), default 0
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+# Before anything imports huggingface_hub, which reads these once at import.
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ["TRANSFORMERS_OFFLINE"] = "1"
+
+import numpy as np
+import numpy.typing as npt
+
+from evalfleet.v1 import policy_pb2
+from inference_server.backends import BackendError, History, Observation, RuntimeOptions
+from inference_server.checkpoint import Checkpoint, CheckpointError
+
+try:
+    import huggingface_hub.constants
+    import torch
+    from lerobot.configs.policies import PreTrainedConfig
+    from lerobot.configs.types import FeatureType
+    from lerobot.policies.factory import get_policy_class, make_pre_post_processors
+    from lerobot.processor.env_processor import LiberoProcessorStep
+    from torchvision.transforms.v2 import functional as TF
+except ImportError as exc:  # the main virtualenv has no lerobot
+    raise ImportError(f"{exc}; the lerobot backend runs from .venv-lerobot (make lerobot-venv)") from exc
+
+CONFIG_FILE = "config.json"
+WEIGHTS_FILE = "model.safetensors"
+PROCESSOR_FILES = ("policy_preprocessor.json", "policy_postprocessor.json")
+# Types whose `predict_action_chunk` reads only the batch it is given (with one observation step),
+# so rows of different sessions can share a call; the second set takes a `noise` argument.
+STATELESS_TYPES = frozenset({"act", "pi0", "pi05", "smolvla"})
+NOISE_TYPES = frozenset({"pi0", "pi05", "smolvla"})
+LIBERO_STATE_PARTS = (("robot0_eef_pos", 3), ("robot0_eef_quat", 4), ("robot0_gripper_qpos", 2))
+LIBERO_CAMERAS = (("agentview", "observation.images.image"), ("robot0_eye_in_hand", "observation.images.image2"))
+
+
+def installed_version() -> str:
+    return importlib.metadata.version("lerobot")
+
+
+def libero_settings(policy_type: str, camera_size: int, **extra: Any) -> dict[str, Any]:
+    """The LIBERO feature map of LeRobot's LIBERO processor and openpi: agentview ->
+    `observation.images.image`, wrist -> `observation.images.image2`, 8-D `observation.state`."""
+    return {
+        "lerobot_version": installed_version(),
+        "policy_type": policy_type,
+        "cameras": [
+            {"name": name, "height": camera_size, "width": camera_size, "feature": feature}
+            for name, feature in LIBERO_CAMERAS
+        ],
+        "state": {"feature": "observation.state", "layout": "libero"},
+        **extra,
+    }
+
+
+@dataclass(frozen=True)
+class CameraMap:
+    spec: policy_pb2.CameraSpec
+    feature: str
+    size: tuple[int, int]  # the policy's input height and width
+
+
+@dataclass(frozen=True)
+class StateMap:
+    feature: str
+    layout: str
+    parts: tuple[tuple[str, int], ...]
+    length: int  # the policy's state length
+
+
+def _setting(settings: dict[str, Any], key: str, kind: type, root: Path) -> Any:
+    value = settings.get(key)
+    if not isinstance(value, kind):
+        raise CheckpointError(f"{root}: lerobot settings need {key!r} as a {kind.__name__}, got {value!r}", path=root)
+    return value
+
+
+def _read_config_json(root: Path) -> dict[str, Any]:
+    path = root / CONFIG_FILE
+    if not path.is_file():
+        raise CheckpointError(f"{CONFIG_FILE} is missing from {root} (LeRobot's policy.save_pretrained writes it)")
+    try:
+        raw = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise CheckpointError(f"{path} is not JSON: {exc}", path=path) from exc
+    if not isinstance(raw, dict):
+        raise CheckpointError(f"{path} must hold an object", path=path)
+    return raw
+
+
+def check_files(root: Path) -> None:
+    """The weights, both processor files and every statistics file they name must be in the folder."""
+    if not (root / WEIGHTS_FILE).is_file():
+        raise CheckpointError(f"{WEIGHTS_FILE} is missing from {root}", path=root / WEIGHTS_FILE)
+    for name in PROCESSOR_FILES:
+        path = root / name
+        if not path.is_file():
+            raise CheckpointError(
+                f"{name} is missing from {root} (the pre/postprocessor's save_pretrained writes it)", path=path
+            )
+        try:
+            steps = json.loads(path.read_text()).get("steps", [])
+        except (json.JSONDecodeError, AttributeError) as exc:
+            raise CheckpointError(f"{path} is not a LeRobot processor file: {exc}", path=path) from exc
+        for step in steps:
+            state_file = step.get("state_file") if isinstance(step, dict) else None
+            if state_file and not (root / state_file).is_file():
+                raise CheckpointError(f"{state_file} (named by {name}) is missing from {root}", path=root / state_file)
+
+
+def load_config(root: Path, settings: dict[str, Any]) -> Any:
+    """config.json through LeRobot's parser, after checking its type against LeRobot and the seal."""
+    raw = _read_config_json(root)
+    policy_type = raw.get("type")
+    known = sorted(PreTrainedConfig.get_known_choices())
+    if policy_type not in known:
+        raise CheckpointError(
+            f"{CONFIG_FILE}: type {policy_type!r} is not a lerobot {installed_version()} policy type "
+            f"({', '.join(known)})",
+            path=root / CONFIG_FILE,
+        )
+    sealed_type = _setting(settings, "policy_type", str, root)
+    if sealed_type != policy_type:
+        raise CheckpointError(
+            f"{CONFIG_FILE}: type {policy_type!r} but the seal's policy_type is {sealed_type!r}",
+            path=root / CONFIG_FILE,
+        )
+    if policy_type not in STATELESS_TYPES:
+        raise CheckpointError(
+            f"{CONFIG_FILE}: policy type {policy_type!r} is not served (served: {', '.join(sorted(STATELESS_TYPES))}); "
+            "diffusion, vqbet and tdmpc keep observation queues inside the policy, so sessions cannot share a "
+            "batch, and the others are not yet checked for a predict_action_chunk that reads only its batch",
+            path=root / CONFIG_FILE,
+        )
+    try:
+        config = PreTrainedConfig.from_pretrained(root)
+    except Exception as exc:  # draccus reports a bad field with its own exception types
+        raise CheckpointError(f"{CONFIG_FILE}: LeRobot cannot parse it: {exc}", path=root / CONFIG_FILE) from exc
+    n_obs_steps = int(getattr(config, "n_obs_steps", 1))
+    if n_obs_steps != 1:
+        raise CheckpointError(
+            f"{CONFIG_FILE}: n_obs_steps is {n_obs_steps}; this backend serves single-observation policies only",
+            path=root / CONFIG_FILE,
+        )
+    return config
+
+
+def _features(config: Any, kind: Any) -> dict[str, tuple[int, ...]]:
+    return {key: tuple(f.shape) for key, f in config.input_features.items() if f.type == kind}
+
+
+def camera_maps(config: Any, settings: dict[str, Any], root: Path) -> list[CameraMap]:
+    """Every camera setting feeds one image feature of the policy, and every image feature is fed."""
+    images = _features(config, FeatureType.VISUAL)
+    maps: list[CameraMap] = []
+    for index, camera in enumerate(_setting(settings, "cameras", list, root)):
+        where = f"settings.cameras[{index}]"
+        try:
+            feature = str(camera["feature"])
+            spec = policy_pb2.CameraSpec(
+                name=camera["name"], height=camera["height"], width=camera["width"], channels=3, dtype="uint8"
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise CheckpointError(f"{root}: {where} needs name, height, width, feature: {exc!r}", path=root) from exc
+        if feature not in images:
+            raise CheckpointError(
+                f"{root}: {where}.feature {feature!r} is not an image feature of the policy ({', '.join(images)})",
+                path=root,
+            )
+        channels, height, width = images[feature]
+        if channels != 3:
+            raise CheckpointError(f"{root}: {feature} takes {channels} channels, evalfleet cameras send 3", path=root)
+        maps.append(CameraMap(spec=spec, feature=feature, size=(height, width)))
+    unfed = sorted(set(images) - {m.feature for m in maps})
+    if unfed:
+        raise CheckpointError(f"{root}: settings.cameras feed no camera to {', '.join(unfed)}", path=root)
+    return maps
+
+
+def state_map(config: Any, settings: dict[str, Any], root: Path) -> StateMap:
+    """The one state feature of the policy, built from the named state vectors the client sends."""
+    raw = _setting(settings, "state", dict, root)
+    states = _features(config, FeatureType.STATE)
+    fed = (FeatureType.STATE, FeatureType.VISUAL)
+    others = sorted(key for key, f in config.input_features.items() if f.type not in fed)
+    if len(states) != 1 or others:
+        raise CheckpointError(
+            f"{CONFIG_FILE}: input_features must be images and one state feature, got {sorted(config.input_features)}",
+            path=root / CONFIG_FILE,
+        )
+    feature, layout = raw.get("feature"), raw.get("layout")
+    if feature not in states:
+        raise CheckpointError(
+            f"{root}: settings.state.feature {feature!r} is not a state feature of the policy ({', '.join(states)})",
+            path=root,
+        )
+    if layout == "libero":
+        parts: tuple[tuple[str, int], ...] = LIBERO_STATE_PARTS
+        built = 8  # position 3, axis-angle 3, gripper 2
+    elif layout == "concat":
+        try:
+            parts = tuple((str(p["name"]), int(p["length"])) for p in raw["parts"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise CheckpointError(f"{root}: settings.state.parts needs [{{name, length}}]: {exc!r}", path=root) from exc
+        built = sum(length for _, length in parts)
+    else:
+        raise CheckpointError(f"{root}: settings.state.layout must be 'libero' or 'concat', got {layout!r}", path=root)
+    (length,) = states[feature]
+    if built != length:
+        raise CheckpointError(f"{root}: settings.state builds {built} values, but {feature} takes {length}", path=root)
+    return StateMap(feature=feature, layout=layout, parts=parts, length=length)
+
+
+def _processor_overrides(settings: dict[str, Any], device: str, root: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The sealed overrides ({step registry name: {config key: value}} per pipeline), plus the
+    device the server runs on (a runtime option, not identity)."""
+    overrides = settings.get("processor_overrides", {})
+    pipelines = ("preprocessor", "postprocessor")
+    if not isinstance(overrides, dict) or set(overrides) - set(pipelines):
+        raise CheckpointError(f"{root}: settings.processor_overrides may hold only {pipelines}", path=root)
+    chosen = []
+    for pipeline in pipelines:
+        steps = overrides.get(pipeline, {})
+        if not isinstance(steps, dict) or not all(isinstance(v, dict) for v in steps.values()):
+            raise CheckpointError(
+                f"{root}: settings.processor_overrides.{pipeline} must map step names to objects", path=root
+            )
+        chosen.append({**steps, "device_processor": {**steps.get("device_processor", {}), "device": device}})
+    return chosen[0], chosen[1]
+
+
+def noise_seed(base: int, episode_id: str, step: int) -> int:
+    """A per-session, per-step seed: the same whatever else is in the batch."""
+    digest = hashlib.sha256(f"{base}:{episode_id}:{step}".encode()).digest()
+    return int.from_bytes(digest[:8], "little") & 0x7FFF_FFFF_FFFF_FFFF
+
+
+class LeRobotBackend:
+    """A LeRobot policy behind evalfleet's contract; the weights are read only in `load`."""
+
+    def __init__(self, checkpoint: Checkpoint, options: RuntimeOptions) -> None:
+        root, settings = checkpoint.root, checkpoint.settings
+        sealed_version = _setting(settings, "lerobot_version", str, root)
+        if sealed_version != installed_version():
+            raise CheckpointError(
+                f"{root}: sealed for lerobot {sealed_version}, but lerobot {installed_version()} is installed",
+                path=root,
+            )
+        if not huggingface_hub.constants.HF_HUB_OFFLINE:
+            raise BackendError("huggingface_hub was imported before the lerobot backend could set HF_HUB_OFFLINE")
+        if options.dtype != "float32" or options.compile or options.autocast:
+            raise BackendError("the lerobot backend runs float32 without --compile or --autocast")
+        check_files(root)
+        self.root = root
+        self.options = options
+        self.config = load_config(root, settings)
+        self.config.device = options.device
+        if getattr(self.config, "pretrained_backbone_weights", None) is not None:
+            # ACT's default names torchvision's ImageNet weights, which building the policy would
+            # download, only for model.safetensors (loaded strictly, backbone included) to replace.
+            self.config.pretrained_backbone_weights = None
+        self.camera_maps = camera_maps(self.config, settings, root)
+        self.state_map = state_map(self.config, settings, root)
+        self.cameras = [m.spec for m in self.camera_maps]
+        self.state = [policy_pb2.StateSpec(name=name, length=length) for name, length in self.state_map.parts]
+        self.action_dim = int(self.config.output_features["action"].shape[0])
+        self.chunk_length = len(self.config.action_delta_indices)
+        self.precision = policy_pb2.Precision(dtype="float32", attn_impl="lerobot", tf32=options.tf32)
+        self.policy_type = str(self.config.type)
+        self.noise_seed = int(settings.get("noise_seed", 0))
+        self.overrides = _processor_overrides(settings, options.device, root)
+        self.policy: Any = None
+        self.preprocessor: Any = None
+        self.postprocessor: Any = None
+        self.libero_state = LiberoProcessorStep()
+
+    def load(self) -> None:
+        """LeRobot's loaders, offline; then one batch, checked against the declared shape."""
+        if self.options.tf32:
+            torch.backends.cuda.matmul.allow_tf32 = True
+        pre, post = self.overrides
+        try:
+            policy_class = get_policy_class(self.policy_type)
+            try:
+                self.policy = policy_class.from_pretrained(self.root, config=self.config, strict=True)
+            except RuntimeError as exc:  # torch's load_state_dict: missing, unexpected or misshapen tensors
+                raise CheckpointError(
+                    f"{WEIGHTS_FILE} does not fit the {self.policy_type} policy of {CONFIG_FILE}: {exc}",
+                    path=self.root / WEIGHTS_FILE,
+                ) from exc
+            self.preprocessor, self.postprocessor = make_pre_post_processors(
+                self.config, pretrained_path=str(self.root), preprocessor_overrides=pre, postprocessor_overrides=post
+            )
+        except OSError as exc:  # huggingface_hub's offline refusals and failed downloads are OSErrors
+            raise CheckpointError(
+                f"{self.root}: loading the {self.policy_type} policy tried to read something outside the folder "
+                f"({exc}); copy what it names (a tokenizer or backbone repository) into the checkpoint folder, "
+                "point config.json or settings.processor_overrides at the copy, and seal again",
+                path=self.root,
+            ) from exc
+        warm = self.act([self._blank_observation()], [History(session_id="warmup", episode=policy_pb2.EpisodeMeta())])
+        if warm.shape != (1, self.chunk_length, self.action_dim):
+            raise BackendError(
+                f"{self.policy_type} returned {warm.shape}, expected (1, {self.chunk_length}, {self.action_dim})"
+            )
+
+    def _blank_observation(self) -> Observation:
+        images: dict[str, npt.NDArray[np.generic]] = {
+            c.name: np.zeros((c.height, c.width, 3), dtype=np.uint8) for c in self.cameras
+        }
+        state = {s.name: np.zeros(s.length) for s in self.state}
+        if self.state_map.layout == "libero":
+            state["robot0_eef_quat"][3] = 1.0
+        return Observation(step=0, images=images, state=state)
+
+    def _images(self, observations: Sequence[Observation], camera: CameraMap) -> torch.Tensor:
+        """uint8 HWC, upright -> float CHW in [0, 1] at the policy's input size."""
+        stacked = torch.from_numpy(np.stack([o.images[camera.spec.name] for o in observations]))
+        images = stacked.permute(0, 3, 1, 2).to(torch.float32) / 255.0
+        if tuple(images.shape[-2:]) != camera.size:
+            images = TF.resize(images, list(camera.size), antialias=True)
+        return images
+
+    def _state(self, observations: Sequence[Observation]) -> torch.Tensor:
+        def column(name: str) -> torch.Tensor:
+            return torch.from_numpy(np.stack([o.state[name] for o in observations]))
+
+        if self.state_map.layout == "libero":
+            robot_state = {
+                "eef": {"pos": column("robot0_eef_pos"), "quat": column("robot0_eef_quat")},
+                "gripper": {"qpos": column("robot0_gripper_qpos")},
+            }
+            built = self.libero_state.observation({"observation.robot_state": robot_state})
+            return torch.as_tensor(built["observation.state"], dtype=torch.float32)
+        return torch.cat([column(name) for name, _ in self.state_map.parts], dim=-1).to(torch.float32)
+
+    def _noise(self, observations: Sequence[Observation], histories: Sequence[History]) -> torch.Tensor:
+        shape = (self.chunk_length, int(self.config.max_action_dim))
+        rows = []
+        for observation, history in zip(observations, histories, strict=True):
+            generator = torch.Generator().manual_seed(
+                noise_seed(self.noise_seed, history.episode.episode_id or history.session_id, observation.step)
+            )
+            rows.append(torch.randn(shape, generator=generator))
+        return torch.stack(rows).to(self.options.device)
+
+    def act(self, observations: Sequence[Observation], histories: Sequence[History]) -> npt.NDArray[np.float32]:
+        batch: dict[str, Any] = {m.feature: self._images(observations, m) for m in self.camera_maps}
+        batch[self.state_map.feature] = self._state(observations)
+        batch["task"] = [h.episode.instruction for h in histories]
+        with torch.inference_mode():
+            processed = self.preprocessor(batch)
+            kwargs = {"noise": self._noise(observations, histories)} if self.policy_type in NOISE_TYPES else {}
+            actions = self.postprocessor(self.policy.predict_action_chunk(processed, **kwargs))
+        return np.ascontiguousarray(actions.to("cpu", torch.float32).numpy())
+
+
+def load(checkpoint: Checkpoint, options: RuntimeOptions) -> LeRobotBackend:
+    return LeRobotBackend(checkpoint, options)

@@ -1,0 +1,355 @@
+"""The `lerobot` backend with the real LeRobot code: a tiny ACT policy built, saved, sealed and served.
+
+LeRobot lives in its own virtualenv (.venv-lerobot, `make lerobot-venv`); this test runs in the main
+one. Everything LeRobot does happens in subprocesses of that virtualenv: building the policy
+(tests/inference_server/lerobot_tiny.py), the inference server itself, and the direct calls the
+server's answers are compared with. Arrays cross between them as .npy files.
+
+`make test` sets EVALFLEET_LEROBOT_PYTHON, so these tests fail rather than skip without it.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from inference_helpers import ServerProcess
+from procs import ServiceProcess, cli, policy_argv, wait_serving
+
+from evalfleet.policy_api import tensors
+from evalfleet.policy_api.client import PolicyClient
+from evalfleet.processes import free_port
+from evalfleet.v1 import policy_pb2
+from inference_server.checkpoint import seal
+
+REQUIRED = "EVALFLEET_LEROBOT_PYTHON" in os.environ
+LEROBOT_PYTHON = Path(os.environ.get("EVALFLEET_LEROBOT_PYTHON", ".venv-lerobot/bin/python")).absolute()
+if not LEROBOT_PYTHON.exists() and not REQUIRED:
+    pytest.skip("the lerobot virtualenv is not built (make lerobot-venv)", allow_module_level=True)
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+
+TINY = Path(__file__).parent / "lerobot_tiny.py"
+CAMERA = 64
+SESSIONS = 4
+LIBERO_STEPS = 6
+STATS_FILE = "policy_preprocessor_step_3_normalizer_processor.safetensors"
+
+
+@pytest.fixture(scope="module")
+def lerobot_python() -> Path:
+    if not LEROBOT_PYTHON.exists():
+        pytest.fail(f"EVALFLEET_LEROBOT_PYTHON={LEROBOT_PYTHON} does not exist (make lerobot-venv)")
+    return LEROBOT_PYTHON
+
+
+def run_lerobot(python: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(python), *args], capture_output=True, text=True, timeout=240)
+
+
+@pytest.fixture(scope="module")
+def libero_settings(lerobot_python: Path) -> dict[str, Any]:
+    """The backend's LIBERO settings for the installed lerobot, read from the backend itself."""
+    code = (
+        "import json; from inference_server.backends.lerobot import libero_settings; "
+        f"print(json.dumps(libero_settings('act', {CAMERA})))"
+    )
+    done = run_lerobot(lerobot_python, "-c", code)
+    assert done.returncode == 0, done.stderr
+    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+@pytest.fixture(scope="module")
+def tiny_act(lerobot_python: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny ACT policy with LIBERO features, saved by LeRobot; built once, copied per test."""
+    folder = tmp_path_factory.mktemp("lerobot") / "act"
+    done = run_lerobot(lerobot_python, str(TINY), "build", str(folder), "--size", str(CAMERA))
+    assert done.returncode == 0, done.stderr
+    return folder
+
+
+def sealed_copy(source: Path, root: Path, settings: dict[str, Any], epoch: str = "act") -> Path:
+    folder = root / epoch
+    folder.mkdir(parents=True)
+    for path in source.iterdir():
+        (folder / path.name).write_bytes(path.read_bytes())
+    seal(folder, "lerobot", settings)
+    return folder
+
+
+def server(python: Path, root: Path, tmp_path: Path, *extra: str, epoch: str = "act") -> ServerProcess:
+    """A real inference server started from the lerobot virtualenv."""
+    process = ServerProcess(root, epoch, *extra, log_path=tmp_path / f"server-{epoch}.log")
+    process.argv[0] = str(python)
+    return process
+
+
+def run_server(python: Path, root: Path, *extra: str, epoch: str = "act") -> subprocess.CompletedProcess[str]:
+    argv = ["-m", "inference_server.cli", "--epoch", epoch, "--checkpoint-root", str(root), *extra]
+    return run_lerobot(python, *argv)
+
+
+def observation(rng: np.random.Generator) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """Upright camera images and the robot state LIBERO's worker sends (unit quaternion, x y z w)."""
+    images = {
+        name: rng.integers(0, 256, (CAMERA, CAMERA, 3), dtype=np.uint8) for name in ("agentview", "robot0_eye_in_hand")
+    }
+    quat = rng.normal(size=4)
+    state = {
+        "robot0_eef_pos": rng.normal(size=3),
+        "robot0_eef_quat": quat / np.linalg.norm(quat),
+        "robot0_gripper_qpos": rng.normal(size=2) * 0.04,
+    }
+    return images, state
+
+
+def direct_chunks(python: Path, folder: Path, work: Path, observations: list[Any], tasks: list[str]) -> np.ndarray:
+    """What the LeRobot policy with its processors answers for each observation, one call each."""
+    inputs = work / "inputs"
+    inputs.mkdir()
+    for i, (images, state) in enumerate(observations):
+        for name, array in {**images, **state}.items():
+            np.save(inputs / f"{i}.{name}.npy", array, allow_pickle=False)
+    (inputs / "tasks.json").write_text(json.dumps(tasks))
+    out = work / "direct.npy"
+    done = run_lerobot(python, str(TINY), "direct", str(folder), str(inputs), str(out))
+    assert done.returncode == 0, done.stderr
+    return np.load(out, allow_pickle=False)
+
+
+def test_four_concurrent_sessions_are_one_batch_equal_to_lerobot_called_directly(
+    lerobot_python: Path, tiny_act: Path, libero_settings: dict[str, Any], tmp_path: Path
+) -> None:
+    sealed_copy(tiny_act, tmp_path / "ckpt", libero_settings)
+    rng = np.random.default_rng(7)
+    observations = [observation(rng) for _ in range(SESSIONS)]
+    tasks = [f"put object {i} in the basket" for i in range(SESSIONS)]
+    expected = direct_chunks(lerobot_python, tmp_path / "ckpt" / "act", tmp_path, observations, tasks)
+
+    proc = server(lerobot_python, tmp_path / "ckpt", tmp_path, "--batch-timeout-ms", "2000")
+    with proc.start(timeout_s=120), proc.client() as client:
+        reply = client.identity()
+        assert reply.identity.backend == "lerobot"
+        assert (reply.identity.chunk_length, reply.identity.action_dim) == (10, 7)
+        settings = json.loads(reply.identity.backend_settings_json)
+        assert (settings["policy_type"], settings["lerobot_version"]) == ("act", "0.4.4")
+        barrier = threading.Barrier(SESSIONS)
+
+        def step(index: int) -> policy_pb2.SessionResponse:
+            meta = policy_pb2.EpisodeMeta(benchmark="libero", episode_id=str(index), instruction=tasks[index])
+            session = client.open_session(reply.digest, meta)
+            images, state = observations[index]
+            request = tensors.observation_request(0, 0, images, state)
+            barrier.wait()
+            response = session._exchange(request)
+            session.close()
+            return response
+
+        with ThreadPoolExecutor(SESSIONS) as pool:
+            replies = list(pool.map(step, range(SESSIONS)))
+    assert all(r.WhichOneof("kind") == "chunk" for r in replies), replies
+    assert [r.chunk.batch_size for r in replies] == [SESSIONS] * SESSIONS
+    served = np.stack([tensors.decode(r.chunk.actions, "chunk.actions") for r in replies])
+    assert served.shape == (SESSIONS, 10, 7)
+    np.testing.assert_allclose(served, expected, rtol=1e-5, atol=1e-5)
+    assert not np.allclose(served[0], served[1])  # the rows are the sessions' own
+
+
+def dry_run_digest(python: Path, root: Path) -> str:
+    done = run_server(python, root, "--dry-run")
+    assert done.returncode == 0, done.stderr
+    return str(json.loads(done.stdout[done.stdout.index("{") :])["digest"])
+
+
+def change_statistics(path: Path) -> None:
+    """Shifts one mean in a LeRobot statistics file (safetensors), as a re-normalized fine-tune would."""
+    from safetensors.numpy import load_file, save_file
+
+    tensors_ = load_file(str(path))
+    key = next(k for k in sorted(tensors_) if k.endswith(".mean"))
+    tensors_[key] = tensors_[key] + 0.5
+    save_file(tensors_, str(path))
+
+
+def test_a_changed_statistics_file_changes_the_digest_and_a_stale_seal_is_refused(
+    lerobot_python: Path, tiny_act: Path, libero_settings: dict[str, Any], tmp_path: Path
+) -> None:
+    folder = sealed_copy(tiny_act, tmp_path, libero_settings)
+    before = dry_run_digest(lerobot_python, tmp_path)
+    change_statistics(folder / STATS_FILE)
+
+    stale = run_server(lerobot_python, tmp_path, "--port", str(free_port()))
+    assert stale.returncode == 2, stale.stderr
+    assert f"inference-server: {STATS_FILE} differs from its sealed hash" in stale.stderr
+
+    seal(folder, "lerobot", libero_settings)
+    assert dry_run_digest(lerobot_python, tmp_path) != before
+
+
+def test_settings_are_in_the_digest_and_a_checkpoint_sealed_for_another_lerobot_is_refused(
+    lerobot_python: Path, tiny_act: Path, libero_settings: dict[str, Any], tmp_path: Path
+) -> None:
+    folder = sealed_copy(tiny_act, tmp_path, libero_settings)
+    before = dry_run_digest(lerobot_python, tmp_path)
+    seal(folder, "lerobot", {**libero_settings, "noise_seed": 1})
+    assert dry_run_digest(lerobot_python, tmp_path) != before
+
+    seal(folder, "lerobot", {**libero_settings, "lerobot_version": "0.3.3"})
+    done = run_server(lerobot_python, tmp_path, "--dry-run")
+    assert done.returncode == 2
+    assert "sealed for lerobot 0.3.3, but lerobot 0.4.4 is installed" in done.stderr
+
+
+@pytest.mark.parametrize("missing", ["policy_postprocessor.json", STATS_FILE])
+def test_a_folder_missing_a_processor_file_exits_2_naming_it(
+    lerobot_python: Path, tiny_act: Path, libero_settings: dict[str, Any], tmp_path: Path, missing: str
+) -> None:
+    folder = sealed_copy(tiny_act, tmp_path, libero_settings)
+    (folder / missing).unlink()
+    seal(folder, "lerobot", libero_settings)  # sealed as it is: the seal is not the problem
+    done = run_server(lerobot_python, tmp_path, "--dry-run")
+    assert done.returncode == 2
+    assert f"{missing}" in done.stderr and "is missing from" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_a_config_of_an_unknown_policy_type_exits_2_naming_the_field(
+    lerobot_python: Path, tiny_act: Path, libero_settings: dict[str, Any], tmp_path: Path
+) -> None:
+    folder = sealed_copy(tiny_act, tmp_path, libero_settings)
+    config = json.loads((folder / "config.json").read_text())
+    config["type"] = "act_v9"
+    (folder / "config.json").write_text(json.dumps(config))
+    seal(folder, "lerobot", {**libero_settings, "policy_type": "act_v9"})
+    done = run_server(lerobot_python, tmp_path, "--dry-run")
+    assert done.returncode == 2
+    assert "inference-server: config.json: type 'act_v9' is not a lerobot 0.4.4 policy type" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_served_from_the_main_virtualenv_it_names_the_lerobot_one(
+    tiny_act: Path, libero_settings: dict[str, Any], tmp_path: Path
+) -> None:
+    """Served from the wrong virtualenv, the backend says where it runs instead of failing later."""
+    sealed_copy(tiny_act, tmp_path, libero_settings)
+    argv = [sys.executable, "-m", "inference_server.cli", "--epoch", "act", "--checkpoint-root", str(tmp_path)]
+    done = subprocess.run([*argv, "--dry-run"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert "the lerobot backend runs from .venv-lerobot" in done.stderr
+
+
+LIBERO_MISSING = importlib.util.find_spec("libero") is None and os.environ.get("EVALFLEET_REQUIRE_LIBERO") != "1"
+
+
+@pytest.mark.libero
+@pytest.mark.timeout(600)
+@pytest.mark.skipif(LIBERO_MISSING, reason="LIBERO is not installed (scripts/install_libero.sh)")
+def test_real_libero_episodes_end_to_end(
+    lerobot_python: Path,
+    tiny_act: Path,
+    libero_settings: dict[str, Any],
+    scheduler: Any,
+    start_worker: Any,
+    tmp_path: Path,
+) -> None:
+    """Scheduler -> two renderer workers (main virtualenv, real LIBERO) -> this backend's server."""
+    out = tmp_path / "manifests"
+    run = cli(
+        "manifest",
+        "build",
+        "libero",
+        "--out",
+        str(out),
+        "--suite",
+        "libero_object",
+        "--tasks",
+        "0",
+        "--trials",
+        "2",
+        "--camera-size",
+        str(CAMERA),
+        "--wait-steps",
+        "2",
+        "--max-steps",
+        str(LIBERO_STEPS),
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stderr
+    sealed_copy(tiny_act, tmp_path / "checkpoints", libero_settings)
+    argv = policy_argv("act", tmp_path / "checkpoints", port=free_port())
+    policy = ServiceProcess([str(lerobot_python), *argv[1:]], tmp_path / "policy.log")
+    with policy:
+        policy.start()
+        wait_serving(policy.address, timeout=120)
+        run = cli(
+            "submit",
+            "--server",
+            scheduler.address,
+            "--route",
+            "libero",
+            "--batch-size",
+            "1",
+            "--policy-server",
+            policy.address,
+            "--submission-id",
+            "lerobot-e2e",
+            "--manifest",
+            *(str(path) for path in sorted(out.glob("*.json"))),
+        )
+        assert run.returncode == 0, run.stderr
+        for name in ("lw0", "lw1"):
+            start_worker(scheduler.address, [policy.address], "--routes", "libero", worker_id=name)
+        client = scheduler.client()
+        deadline = time.monotonic() + 480
+        while (status := client.status("lerobot-e2e").tasks).succeeded + status.failed < status.total:
+            assert time.monotonic() < deadline, f"not finished: {status}\n{policy.log_path.read_text()}"
+            time.sleep(0.5)
+        with PolicyClient(policy.address) as policy_client:
+            load = policy_client.identity().load
+    summary = client.summary("lerobot-e2e")
+    assert summary.complete and summary.tasks.succeeded == summary.tasks.total == 2, summary
+    assert (summary.episodes_planned, summary.episodes_completed) == (2, 2)
+    assert all(t.attempts == 1 for t in client.tasks().tasks), "no infrastructure retries"
+    assert load.steps_served >= 2  # every episode asked the LeRobot policy
+
+
+def test_an_act_config_naming_imagenet_backbone_weights_loads_without_fetching_them(
+    lerobot_python: Path, tiny_act: Path, libero_settings: dict[str, Any], tmp_path: Path
+) -> None:
+    """LeRobot's ACT default (torchvision's ImageNet ResNet-18) is what real ACT checkpoints carry;
+    the trained backbone is in model.safetensors, so nothing is downloaded."""
+    folder = sealed_copy(tiny_act, tmp_path / "ckpt", libero_settings)
+    config = json.loads((folder / "config.json").read_text())
+    config["pretrained_backbone_weights"] = "ResNet18_Weights.IMAGENET1K_V1"
+    (folder / "config.json").write_text(json.dumps(config))
+    seal(folder, "lerobot", libero_settings)
+    torch_home = tmp_path / "torch-home"
+    torch_home.mkdir()
+    proc = server(lerobot_python, tmp_path / "ckpt", tmp_path)
+    proc.env["TORCH_HOME"] = str(torch_home)
+    with proc.start(timeout_s=120), proc.client() as client:
+        assert client.identity().identity.chunk_length == 10
+    assert list(torch_home.rglob("*")) == [], "torchvision's weights were fetched"
+
+
+def test_weights_that_do_not_fit_the_config_exit_2_naming_the_weights(
+    lerobot_python: Path, tiny_act: Path, libero_settings: dict[str, Any], tmp_path: Path
+) -> None:
+    folder = sealed_copy(tiny_act, tmp_path, libero_settings)
+    config = json.loads((folder / "config.json").read_text())
+    config["dim_feedforward"] *= 2
+    (folder / "config.json").write_text(json.dumps(config))
+    seal(folder, "lerobot", libero_settings)
+    done = run_server(lerobot_python, tmp_path, "--port", str(free_port()))
+    assert done.returncode == 2
+    assert "inference-server: model.safetensors does not fit the act policy of config.json" in done.stderr
