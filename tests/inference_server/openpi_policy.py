@@ -50,6 +50,7 @@ class TestPolicy:
         if self.mode == "raise":
             raise ValueError(f"test policy refuses the observation with keys {sorted(obs)}")
         actions = expected_actions(obs, self.chunk, self.action_dim)
+        print(f"answered prompt={obs['prompt']!r}", flush=True)  # a line harnesses can wait for
         if self.mode == "wrong-shape":
             actions = actions[:, :-1]
         if self.mode == "nan":

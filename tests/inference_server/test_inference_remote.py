@@ -9,11 +9,9 @@ the same observation, mapped as openpi's example maps it.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import subprocess
-import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -21,7 +19,15 @@ from typing import Any
 import numpy as np
 import pytest
 from inference_helpers import ServerProcess
-from openpi_client import image_tools, msgpack_numpy
+from openpi_client import image_tools
+from openpi_helpers import (
+    ACTION_DIM,
+    REMOTE_CHUNK,
+    OpenpiServer,
+    handshake_sha256,
+    make_remote_checkpoint,
+    remote_settings,
+)
 from openpi_policy import expected_actions
 
 from evalfleet.local_fleet import policy_argv
@@ -33,82 +39,16 @@ from evalfleet.policy_api.errors import (
     RemoteUnavailable,
     ServerRestarted,
 )
-from evalfleet.processes import ServiceProcess, free_port
+from evalfleet.processes import free_port
 from evalfleet.v1 import policy_pb2, scheduler_pb2
 from inference_server.checkpoint import seal
 from renderer_worker.episode import _policy_reason
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 
-CHUNK, REMOTE_CHUNK, ACTION_DIM = 5, 10, 7  # like openpi's LIBERO example: 10 answered, 5 executed
+CHUNK = 5  # like openpi's LIBERO example: 10 actions answered, 5 executed
 HEIGHT, WIDTH = 48, 64  # not square, so the padding of resize_with_pad shows in the answers
 INSTRUCTION = "put the bowl on the plate"
-POLICY_SCRIPT = Path(__file__).parent / "openpi_policy.py"
-
-
-class OpenpiServer(ServiceProcess):
-    """openpi's websocket policy server with the test policy, on a port fixed up front so that it
-    can come back at the same URL; ready once websockets logs "server listening on HOST:PORT"."""
-
-    def __init__(self, port: int, log_path: Path) -> None:
-        super().__init__([], log_path)
-        self.fixed_port = port
-        self.url = f"ws://127.0.0.1:{port}"
-
-    def run(self, mode: str = "ok", version: str = "1") -> OpenpiServer:
-        self.argv = [sys.executable, str(POLICY_SCRIPT), "--port", str(self.fixed_port), "--mode", mode]
-        self.argv += ["--chunk", str(REMOTE_CHUNK), "--action-dim", str(ACTION_DIM), "--version", version]
-        self.start(timeout=60)
-        return self
-
-    def connections_opened(self) -> int:
-        return self.log_path.read_text().count("websocket_policy_server INFO Connection from")
-
-
-def metadata(version: str = "1") -> dict[str, Any]:
-    return {"policy": "evalfleet test policy", "version": version, "action_chunk": REMOTE_CHUNK}
-
-
-def handshake_sha256(version: str = "1") -> str:
-    """The sha256 of the metadata frame the test server sends, packed as openpi packs it."""
-    return hashlib.sha256(msgpack_numpy.Packer().pack(metadata(version))).hexdigest()
-
-
-def remote_settings(url: str, **overrides: Any) -> dict[str, Any]:
-    """openpi's LIBERO mapping: two cameras resized with padding to 224, an 8-D state with the end
-    effector's rotation as an axis-angle, the instruction as `prompt`."""
-    settings: dict[str, Any] = {
-        "url": url,
-        "dialect": "openpi",
-        "connections": 2,
-        "reply_timeout_s": 20,
-        "load_timeout_s": 30,
-        "cameras": [{"name": n, "height": HEIGHT, "width": WIDTH} for n in ("agentview", "robot0_eye_in_hand")],
-        "state": [
-            {"name": "robot0_eef_pos", "length": 3},
-            {"name": "robot0_eef_quat", "length": 4},
-            {"name": "robot0_gripper_qpos", "length": 2},
-        ],
-        "action_dim": ACTION_DIM,
-        "chunk_length": CHUNK,
-        "request": [
-            {"key": "observation/image", "camera": "agentview", "resize_with_pad": [224, 224]},
-            {"key": "observation/wrist_image", "camera": "robot0_eye_in_hand", "resize_with_pad": [224, 224]},
-            {
-                "key": "observation/state",
-                "state": ["robot0_eef_pos", {"name": "robot0_eef_quat", "as": "axisangle"}, "robot0_gripper_qpos"],
-            },
-            {"key": "prompt", "instruction": True},
-        ],
-    }
-    settings.update(overrides)
-    return settings
-
-
-def make_remote_checkpoint(root: Path, url: str, epoch: str = "pi05", **overrides: Any) -> Path:
-    (root / epoch).mkdir(parents=True, exist_ok=True)
-    seal(root / epoch, "remote", remote_settings(url, **overrides))
-    return root
 
 
 class Step:
