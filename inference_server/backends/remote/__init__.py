@@ -23,6 +23,7 @@ One failed step fails its whole batch (the batcher answers a batch together).
 from __future__ import annotations
 
 import hashlib
+import logging
 import queue
 import time
 from collections.abc import Sequence
@@ -41,6 +42,8 @@ from inference_server.backends.reference import NUMPY_PRECISION, _contract
 from inference_server.backends.remote import mapping
 from inference_server.backends.remote.dialect import Connection, Dialect, RemoteDown, RemoteSaid
 from inference_server.checkpoint import Checkpoint, CheckpointError
+
+log = logging.getLogger("inference_server")
 
 DIALECTS = ("openpi",)
 SHA256_HEX = 64
@@ -174,6 +177,9 @@ class RemoteBackend:
             self._step(zeros, history, max(0.0, deadline - time.monotonic()))
         except PolicyError as exc:
             raise CheckpointError(f"warm-up step failed: {exc.message}") from None
+        log.info(
+            "%s: handshake sha256 %s (pin it with the setting handshake_sha256)", self.where, self.handshake_sha256
+        )
 
     def _connect_at_load(self, deadline: float) -> Connection:
         while True:
