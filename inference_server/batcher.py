@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from evalfleet.policy_api.errors import BackendFailed
+from evalfleet.policy_api.errors import BackendFailed, PolicyError
 from inference_server.backends import History, Observation
 
 ActFn = Callable[[Sequence[Observation], Sequence[History]], npt.NDArray[np.float32]]
@@ -145,9 +145,7 @@ class Batcher:
             self._model_free_at = time.perf_counter()
             for item in batch:
                 if not item.future.done():
-                    item.future.set_exception(
-                        BackendFailed(f"policy backend failed on a batch of {len(batch)}: {exc!r}")
-                    )
+                    item.future.set_exception(_step_error(exc, len(batch)))
             return
         self._model_free_at = time.perf_counter()
         model_ms = (self._model_free_at - started) * 1000.0
@@ -170,3 +168,11 @@ class Batcher:
         if chunks.shape != expected:
             raise ValueError(f"backend returned shape {chunks.shape}, expected {expected}")
         return chunks
+
+
+def _step_error(exc: Exception, batch_size: int) -> PolicyError:
+    """What each step of a failed batch answers: a backend that raised a typed policy error (a
+    remote server that is down or restarted) chose the reason itself; anything else is BackendFailed."""
+    if isinstance(exc, PolicyError):
+        return type(exc)(exc.message, field=exc.field, code=exc.code)
+    return BackendFailed(f"policy backend failed on a batch of {batch_size}: {exc!r}")

@@ -21,8 +21,11 @@ from inference_server.checkpoint import CONFIG_NAME, INDEX_NAME, NORMALIZATION_N
 
 
 def build(checkpoint: Checkpoint, backend_name: str, backend: Backend) -> policy_pb2.IdentityRecord:
-    """The record of a verified checkpoint as served by a loaded backend."""
+    """The record of a verified checkpoint as served by a loaded backend; a backend that forwards to
+    a remote server (it has a `remote` RemoteIdentity) marks the record remote and unsealed."""
+    remote = getattr(backend, "remote", None)
     return policy_pb2.IdentityRecord(
+        remote=remote if isinstance(remote, policy_pb2.RemoteIdentity) else None,
         epoch=checkpoint.name,
         backend=backend_name,
         backend_settings_json=canonical_json(checkpoint.settings),

@@ -151,7 +151,11 @@ class PolicyService(policy_pb2_grpc.PolicyServicer):
         )
         context.set_trailing_metadata(((INSTANCE_KEY, self.instance_id),))
         return policy_pb2.GetIdentityResponse(
-            identity=loaded.record, digest=loaded.digest, instance_id=self.instance_id, load=load
+            identity=loaded.record,
+            digest=loaded.digest,
+            instance_id=self.instance_id,
+            load=load,
+            remote_handshake_sha256=str(getattr(loaded.backend, "handshake_sha256", "")),
         )
 
     # -- Session ---------------------------------------------------------------------------------

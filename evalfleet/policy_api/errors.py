@@ -125,6 +125,22 @@ class PolicyUnavailable(PolicyError):
     code = grpc.StatusCode.UNAVAILABLE
 
 
+class RemoteUnavailable(NotServing):
+    """The remote policy server behind a `remote` backend is down, closed the connection or timed
+    out; in-band, so the session stays as it was (a NotServing: the worker retries the episode)."""
+
+    reason = Reason.REMOTE_UNAVAILABLE
+    code = grpc.StatusCode.UNAVAILABLE
+
+
+class RemoteRestarted(ServerRestarted):
+    """The remote policy server answered another handshake after a reconnect: it restarted, maybe
+    with another model, so the episode in flight must not be scored (a ServerRestarted)."""
+
+    reason = Reason.REMOTE_RESTARTED
+    code = grpc.StatusCode.ABORTED
+
+
 BY_REASON: dict[int, type[PolicyError]] = {
     cls.reason: cls
     for cls in (
@@ -141,6 +157,8 @@ BY_REASON: dict[int, type[PolicyError]] = {
         BadToken,
         BackendFailed,
         NotServing,
+        RemoteUnavailable,
+        RemoteRestarted,
     )
 }
 

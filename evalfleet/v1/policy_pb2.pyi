@@ -28,6 +28,8 @@ class ErrorReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     BAD_TOKEN: _ClassVar[ErrorReason]
     BACKEND_FAILED: _ClassVar[ErrorReason]
     NOT_SERVING: _ClassVar[ErrorReason]
+    REMOTE_UNAVAILABLE: _ClassVar[ErrorReason]
+    REMOTE_RESTARTED: _ClassVar[ErrorReason]
 PROTOCOL_VERSION_UNSPECIFIED: ProtocolVersion
 PROTOCOL_VERSION_1: ProtocolVersion
 ERROR_REASON_UNSPECIFIED: ErrorReason
@@ -44,9 +46,11 @@ TOO_MANY_SESSIONS: ErrorReason
 BAD_TOKEN: ErrorReason
 BACKEND_FAILED: ErrorReason
 NOT_SERVING: ErrorReason
+REMOTE_UNAVAILABLE: ErrorReason
+REMOTE_RESTARTED: ErrorReason
 
 class IdentityRecord(_message.Message):
-    __slots__ = ("epoch", "backend", "backend_settings_json", "shard_sha256", "index_sha256", "config_sha256", "normalization_sha256", "precision", "action_dim", "chunk_length", "cameras", "state", "protocol_version", "other_sha256")
+    __slots__ = ("epoch", "backend", "backend_settings_json", "shard_sha256", "index_sha256", "config_sha256", "normalization_sha256", "precision", "action_dim", "chunk_length", "cameras", "state", "protocol_version", "other_sha256", "remote")
     class ShardSha256Entry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -75,6 +79,7 @@ class IdentityRecord(_message.Message):
     STATE_FIELD_NUMBER: _ClassVar[int]
     PROTOCOL_VERSION_FIELD_NUMBER: _ClassVar[int]
     OTHER_SHA256_FIELD_NUMBER: _ClassVar[int]
+    REMOTE_FIELD_NUMBER: _ClassVar[int]
     epoch: str
     backend: str
     backend_settings_json: str
@@ -89,7 +94,29 @@ class IdentityRecord(_message.Message):
     state: _containers.RepeatedCompositeFieldContainer[StateSpec]
     protocol_version: ProtocolVersion
     other_sha256: _containers.ScalarMap[str, str]
-    def __init__(self, epoch: _Optional[str] = ..., backend: _Optional[str] = ..., backend_settings_json: _Optional[str] = ..., shard_sha256: _Optional[_Mapping[str, str]] = ..., index_sha256: _Optional[str] = ..., config_sha256: _Optional[str] = ..., normalization_sha256: _Optional[str] = ..., precision: _Optional[_Union[Precision, _Mapping]] = ..., action_dim: _Optional[int] = ..., chunk_length: _Optional[int] = ..., cameras: _Optional[_Iterable[_Union[CameraSpec, _Mapping]]] = ..., state: _Optional[_Iterable[_Union[StateSpec, _Mapping]]] = ..., protocol_version: _Optional[_Union[ProtocolVersion, str]] = ..., other_sha256: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    remote: RemoteIdentity
+    def __init__(self, epoch: _Optional[str] = ..., backend: _Optional[str] = ..., backend_settings_json: _Optional[str] = ..., shard_sha256: _Optional[_Mapping[str, str]] = ..., index_sha256: _Optional[str] = ..., config_sha256: _Optional[str] = ..., normalization_sha256: _Optional[str] = ..., precision: _Optional[_Union[Precision, _Mapping]] = ..., action_dim: _Optional[int] = ..., chunk_length: _Optional[int] = ..., cameras: _Optional[_Iterable[_Union[CameraSpec, _Mapping]]] = ..., state: _Optional[_Iterable[_Union[StateSpec, _Mapping]]] = ..., protocol_version: _Optional[_Union[ProtocolVersion, str]] = ..., other_sha256: _Optional[_Mapping[str, str]] = ..., remote: _Optional[_Union[RemoteIdentity, _Mapping]] = ...) -> None: ...
+
+class RemoteIdentity(_message.Message):
+    __slots__ = ("dialect", "url", "handshake_sha256", "declared_sha256", "sealed")
+    class DeclaredSha256Entry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    DIALECT_FIELD_NUMBER: _ClassVar[int]
+    URL_FIELD_NUMBER: _ClassVar[int]
+    HANDSHAKE_SHA256_FIELD_NUMBER: _ClassVar[int]
+    DECLARED_SHA256_FIELD_NUMBER: _ClassVar[int]
+    SEALED_FIELD_NUMBER: _ClassVar[int]
+    dialect: str
+    url: str
+    handshake_sha256: str
+    declared_sha256: _containers.ScalarMap[str, str]
+    sealed: bool
+    def __init__(self, dialect: _Optional[str] = ..., url: _Optional[str] = ..., handshake_sha256: _Optional[str] = ..., declared_sha256: _Optional[_Mapping[str, str]] = ..., sealed: _Optional[bool] = ...) -> None: ...
 
 class Precision(_message.Message):
     __slots__ = ("dtype", "attn_impl", "compile", "tf32", "autocast")
@@ -132,16 +159,18 @@ class GetIdentityRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class GetIdentityResponse(_message.Message):
-    __slots__ = ("identity", "digest", "instance_id", "load")
+    __slots__ = ("identity", "digest", "instance_id", "load", "remote_handshake_sha256")
     IDENTITY_FIELD_NUMBER: _ClassVar[int]
     DIGEST_FIELD_NUMBER: _ClassVar[int]
     INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
     LOAD_FIELD_NUMBER: _ClassVar[int]
+    REMOTE_HANDSHAKE_SHA256_FIELD_NUMBER: _ClassVar[int]
     identity: IdentityRecord
     digest: str
     instance_id: str
     load: ServerLoad
-    def __init__(self, identity: _Optional[_Union[IdentityRecord, _Mapping]] = ..., digest: _Optional[str] = ..., instance_id: _Optional[str] = ..., load: _Optional[_Union[ServerLoad, _Mapping]] = ...) -> None: ...
+    remote_handshake_sha256: str
+    def __init__(self, identity: _Optional[_Union[IdentityRecord, _Mapping]] = ..., digest: _Optional[str] = ..., instance_id: _Optional[str] = ..., load: _Optional[_Union[ServerLoad, _Mapping]] = ..., remote_handshake_sha256: _Optional[str] = ...) -> None: ...
 
 class ServerLoad(_message.Message):
     __slots__ = ("sessions", "max_sessions", "queue_depth", "steps_served", "batches_served", "max_batch")

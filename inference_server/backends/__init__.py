@@ -90,6 +90,7 @@ BUILTIN = {
     "libero-oracle": "inference_server.backends.oracle:oracle",
     # Runs from .venv-lerobot (make lerobot-venv): LeRobot pins its own torch and numpy.
     "lerobot": "inference_server.backends.lerobot:load",
+    "remote": "inference_server.backends.remote:remote",
 }
 
 

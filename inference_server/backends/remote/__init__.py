@@ -1,0 +1,280 @@
+"""`remote`: the policy runs in a server labs already operate (openpi's `serve_policy.py` now;
+StarVLA and vla-eval next); this backend forwards each session's steps to it.
+
+Everything else stays evalfleet's: the scheduler, manifests, workers, sessions, batching and
+results. The checkpoint folder holds only `evalfleet-checkpoint.json`, whose settings name the
+remote (`url`, `dialect`), the pool (`connections`), the timeouts, the contract evalfleet
+validates (`cameras`, `state`, `action_dim`, `chunk_length`) and the mapping to the remote's
+request keys (`request`, see `mapping.py`). They are sealed like any backend's settings, so
+they are in the digest; building the backend touches no network, so `--dry-run` describes it.
+
+Identity is weaker than for a sealed checkpoint: the weights behind the URL are not files this
+server can hash. The record carries a `RemoteIdentity` (dialect, URL, declared hashes, `sealed`
+false). `load()` connects every connection and pins the sha256 of the server's handshake (or
+checks the one the settings declare); a reconnect that sees another handshake means the remote
+restarted, perhaps with another model, and the steps fail with RemoteRestarted until it is back.
+
+Every failure is infrastructure, named with the URL and what the remote said: unreachable,
+closed or slow → RemoteUnavailable; a traceback, an undecodable reply, a wrong shape or
+non-finite actions → BackendFailed. A failed connection is dropped and reopened on its next use.
+One failed step fails its whole batch (the batcher answers a batch together).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import queue
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+import numpy as np
+import numpy.typing as npt
+
+from evalfleet.policy_api.errors import BackendFailed, PolicyError, RemoteRestarted, RemoteUnavailable
+from evalfleet.v1 import policy_pb2
+from inference_server.backends import BackendError, History, Observation, RuntimeOptions
+from inference_server.backends.reference import NUMPY_PRECISION, _contract
+from inference_server.backends.remote import mapping
+from inference_server.backends.remote.dialect import Connection, Dialect, RemoteDown, RemoteSaid
+from inference_server.checkpoint import Checkpoint, CheckpointError
+
+log = logging.getLogger("inference_server")
+
+DIALECTS = ("openpi",)
+SHA256_HEX = 64
+
+
+@dataclass(frozen=True)
+class RemoteSettings:
+    """The settings the backend reads beyond the contract, checked."""
+
+    url: str
+    dialect: str
+    connections: int
+    reply_timeout_s: float
+    load_timeout_s: float
+    request: tuple[mapping.Entry, ...]
+    handshake_sha256: str
+    declared_sha256: dict[str, str]
+
+
+def _positive(settings: dict[str, Any], name: str, default: float) -> float:
+    value = settings.get(name, default)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+        raise ValueError(f"settings.{name} must be a positive number, not {value!r}")
+    return float(value)
+
+
+def _sha256(value: object, name: str) -> str:
+    if not isinstance(value, str) or len(value) != SHA256_HEX or value.strip("0123456789abcdef"):
+        raise ValueError(f"{name} must be a lower-case hex sha256, not {value!r}")
+    return value
+
+
+def parse_settings(settings: dict[str, Any], cameras: Sequence[str], state: dict[str, int]) -> RemoteSettings:
+    """The remote settings of a checkpoint; ValueError names the first bad one."""
+    url = settings.get("url")
+    if not isinstance(url, str) or urlsplit(url).scheme not in ("ws", "wss") or not urlsplit(url).hostname:
+        raise ValueError(f"settings.url must be a ws:// or wss:// URL, not {url!r}")
+    dialect = settings.get("dialect")
+    if dialect not in DIALECTS:
+        raise ValueError(f"settings.dialect must be one of {', '.join(DIALECTS)}, not {dialect!r}")
+    connections = settings.get("connections", 1)
+    if isinstance(connections, bool) or not isinstance(connections, int) or not 1 <= connections <= 64:
+        raise ValueError(f"settings.connections must be an integer in [1, 64], not {connections!r}")
+    declared = settings.get("declared_sha256", {})
+    if not isinstance(declared, dict):
+        raise ValueError("settings.declared_sha256 must map file names to sha256")
+    handshake = settings.get("handshake_sha256", "")
+    return RemoteSettings(
+        url=url,
+        dialect=dialect,
+        connections=connections,
+        reply_timeout_s=_positive(settings, "reply_timeout_s", 30.0),
+        load_timeout_s=_positive(settings, "load_timeout_s", 600.0),
+        request=mapping.parse_request(settings.get("request"), cameras, state),
+        handshake_sha256=_sha256(handshake, "settings.handshake_sha256") if handshake else "",
+        declared_sha256={
+            str(name): _sha256(digest, f"settings.declared_sha256[{name}]") for name, digest in declared.items()
+        },
+    )
+
+
+def make_dialect(name: str) -> Dialect:
+    """The dialect's module is imported here, so a server without the remote extra still builds
+    every other backend."""
+    try:
+        from inference_server.backends.remote.openpi import OpenpiDialect
+    except ImportError as exc:
+        raise BackendError(
+            f"the {name} dialect needs the remote extra (pip install 'evalfleet[remote]'): {exc}"
+        ) from exc
+    return OpenpiDialect()
+
+
+class _Pool:
+    """`size` connection slots; a slot holds an open connection or None (opened on next use)."""
+
+    def __init__(self, size: int) -> None:
+        self.idle: queue.SimpleQueue[int] = queue.SimpleQueue()
+        self.connections: list[Connection | None] = [None] * size
+        for slot in range(size):
+            self.idle.put(slot)
+
+
+class RemoteBackend:
+    """Forwards each step to the remote server, a batch spread over a pool of connections."""
+
+    def __init__(self, checkpoint: Checkpoint) -> None:
+        contract = _contract(checkpoint)
+        self.cameras = contract.cameras
+        self.state = contract.state
+        self.action_dim = contract.action_dim
+        self.chunk_length = contract.chunk_length
+        self.precision = NUMPY_PRECISION
+        try:
+            self.settings = parse_settings(
+                checkpoint.settings, [c.name for c in self.cameras], {s.name: s.length for s in self.state}
+            )
+        except ValueError as exc:
+            raise CheckpointError(f"{checkpoint.root}: remote backend: {exc}") from exc
+        self.dialect = make_dialect(self.settings.dialect)
+        self.remote = policy_pb2.RemoteIdentity(
+            dialect=self.settings.dialect,
+            url=self.settings.url,
+            handshake_sha256=self.settings.handshake_sha256,
+            declared_sha256=self.settings.declared_sha256,
+            sealed=False,
+        )
+        self.handshake_sha256 = ""
+        self._pool = _Pool(self.settings.connections)
+        self._executor = ThreadPoolExecutor(self.settings.connections, thread_name_prefix="remote-policy")
+
+    @property
+    def where(self) -> str:
+        return f"remote {self.settings.dialect} server {self.settings.url}"
+
+    # -- load ------------------------------------------------------------------------------------
+
+    def load(self) -> None:
+        """Opens every connection (waiting up to `load_timeout_s` for the remote to come up), pins
+        its handshake, and sends one step of zeros, so a wrong mapping or contract fails here."""
+        deadline = time.monotonic() + self.settings.load_timeout_s
+        for slot in range(self.settings.connections):
+            self._pool.connections[slot] = self._connect_at_load(deadline)
+        zeros = Observation(
+            step=0,
+            images={c.name: np.zeros((c.height, c.width, c.channels), dtype=np.dtype(c.dtype)) for c in self.cameras},
+            state={s.name: _unit_state(s.length) for s in self.state},
+        )
+        history = History(session_id="warm-up", episode=policy_pb2.EpisodeMeta(instruction="warm up"))
+        try:
+            self._step(zeros, history, max(0.0, deadline - time.monotonic()))
+        except PolicyError as exc:
+            raise CheckpointError(f"warm-up step failed: {exc.message}") from None
+        log.info(
+            "%s: handshake sha256 %s (pin it with the setting handshake_sha256)", self.where, self.handshake_sha256
+        )
+
+    def _connect_at_load(self, deadline: float) -> Connection:
+        while True:
+            remaining = deadline - time.monotonic()
+            try:
+                connection = self.dialect.connect(self.settings.url, max(0.1, remaining))
+            except RemoteDown as exc:
+                if remaining <= 0:
+                    raise CheckpointError(f"{self.where}: {exc}") from None
+                time.sleep(min(0.2, max(0.0, remaining)))  # the remote may still be starting
+                continue
+            except RemoteSaid as exc:
+                raise CheckpointError(f"{self.where}: {exc}") from None
+            digest = hashlib.sha256(connection.handshake).hexdigest()
+            pinned = self.settings.handshake_sha256 or self.handshake_sha256 or digest
+            if digest != pinned:
+                connection.close()
+                raise CheckpointError(f"{self.where} answered handshake sha256 {digest}, expected {pinned}")
+            self.handshake_sha256 = digest
+            return connection
+
+    # -- act -------------------------------------------------------------------------------------
+
+    def act(self, observations: Sequence[Observation], histories: Sequence[History]) -> npt.NDArray[np.float32]:
+        futures = [
+            self._executor.submit(self._step, o, h, self.settings.reply_timeout_s)
+            for o, h in zip(observations, histories, strict=True)
+        ]
+        errors = [f.exception() for f in futures]  # waits for every step, so no connection is mid-reply
+        failed = next((e for e in errors if e is not None), None)
+        if failed is not None:
+            raise failed
+        return np.stack([f.result() for f in futures])
+
+    def _step(self, observation: Observation, history: History, timeout_s: float) -> npt.NDArray[np.float32]:
+        """One session's step over a free connection; typed policy errors name the remote."""
+        request = mapping.build_request(self.settings.request, observation, history)
+        slot = self._pool.idle.get()
+        try:
+            connection = self._connection(slot, timeout_s)
+            try:
+                (actions,) = connection.infer([request], timeout_s)
+            except (RemoteDown, RemoteSaid):
+                self._drop(slot)
+                raise
+            return self._checked(actions)
+        except RemoteDown as exc:
+            raise RemoteUnavailable(f"{self.where}: {exc}") from None
+        except RemoteSaid as exc:
+            raise BackendFailed(f"{self.where}: {exc}") from None
+        finally:
+            self._pool.idle.put(slot)
+
+    def _connection(self, slot: int, timeout_s: float) -> Connection:
+        """The slot's connection, reopened when it broke; another handshake is a remote restart."""
+        connection = self._pool.connections[slot]
+        if connection is not None and connection.is_open():
+            return connection
+        self._drop(slot)
+        connection = self.dialect.connect(self.settings.url, timeout_s)
+        digest = hashlib.sha256(connection.handshake).hexdigest()
+        if digest != self.handshake_sha256:
+            connection.close()
+            raise RemoteRestarted(
+                f"{self.where} restarted: its handshake sha256 is now {digest}, "
+                f"this server pinned {self.handshake_sha256} at load"
+            )
+        self._pool.connections[slot] = connection
+        return connection
+
+    def _drop(self, slot: int) -> None:
+        connection, self._pool.connections[slot] = self._pool.connections[slot], None
+        if connection is not None:
+            connection.close()
+
+    def _checked(self, actions: object) -> npt.NDArray[np.float32]:
+        """The first `chunk_length` rows of a [T, action_dim] finite numeric array, as float32."""
+        if not isinstance(actions, np.ndarray) or actions.dtype.kind not in "fiu":
+            raise RemoteSaid(f"actions are {type(actions).__name__} {getattr(actions, 'dtype', '')}, not numbers")
+        expected = f"[>= {self.chunk_length}, {self.action_dim}]"
+        if actions.ndim != 2 or actions.shape[0] < self.chunk_length or actions.shape[1] != self.action_dim:
+            raise RemoteSaid(f"actions have shape {list(actions.shape)}, expected {expected}")
+        chunk = actions[: self.chunk_length].astype(np.float32)
+        if not np.all(np.isfinite(chunk)):
+            raise RemoteSaid("actions are not finite")
+        return chunk
+
+
+def _unit_state(length: int) -> npt.NDArray[np.float64]:
+    """A warm-up state vector; a quaternion-length one is the identity rotation (x, y, z, w)."""
+    state = np.zeros(length)
+    if length == 4:
+        state[3] = 1.0
+    return state
+
+
+def remote(checkpoint: Checkpoint, options: RuntimeOptions) -> RemoteBackend:
+    return RemoteBackend(checkpoint)

@@ -1,0 +1,53 @@
+"""What a remote policy server's protocol must provide to the `remote` backend.
+
+The backend owns everything the protocols share: the observation mapping, the connection pool,
+spreading a batch over it, checking the replies and turning failures into typed policy errors.
+A dialect owns one wire format: how to connect and read the server's handshake, how to carry a
+list of mapped requests (one session's step each) and where each reply's actions are. openpi
+carries one request per round trip; StarVLA can carry several sessions' steps in one envelope,
+which `requests_per_message` tells the pool.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+
+class RemoteDown(Exception):
+    """The transport failed: no connection, a closed connection, no reply in time. Retry later."""
+
+
+class RemoteSaid(Exception):
+    """The remote answered, but with an error or with something that is not a reply (its traceback,
+    an error message, bytes that do not decode); the message quotes what it said."""
+
+
+class Connection(Protocol):
+    """One open connection to the remote; used by one thread at a time."""
+
+    handshake: bytes
+    """The raw handshake the server sent on connect; its sha256 identifies what is served."""
+
+    def infer(self, requests: Sequence[dict[str, Any]], timeout_s: float) -> list[object]:
+        """Sends the requests (at most `requests_per_message`) and returns, per request, the raw
+        `actions` value of its reply. Raises RemoteDown or RemoteSaid."""
+
+    def is_open(self) -> bool:
+        """False once the remote closed it (a remote that went away while it sat idle in the pool)."""
+
+    def close(self) -> None:
+        """Closes the connection; safe to call on a broken one."""
+
+
+class Dialect(Protocol):
+    @property
+    def name(self) -> str:
+        """The `dialect` setting that selects it."""
+
+    @property
+    def requests_per_message(self) -> int:
+        """How many sessions' steps one message may carry (openpi: 1)."""
+
+    def connect(self, url: str, timeout_s: float) -> Connection:
+        """Opens a connection and reads the handshake. Raises RemoteDown or RemoteSaid."""

@@ -1,0 +1,179 @@
+"""The observation mapping of the `remote` backend: evalfleet's cameras and state in, the remote
+server's request keys out.
+
+A remote policy server expects its own names and preprocessing (openpi's LIBERO example sends
+`observation/image` resized with padding to 224x224 and an 8-D `observation/state` with the
+end effector's rotation as an axis-angle). The checkpoint's settings spell that out, entry by
+entry, so the mapping is part of the identity record like every other setting:
+
+    "request": [
+      {"key": "observation/image", "camera": "agentview", "resize_with_pad": [224, 224]},
+      {"key": "observation/state", "state": ["robot0_eef_pos",
+                                              {"name": "robot0_eef_quat", "as": "axisangle"},
+                                              "robot0_gripper_qpos"]},
+      {"key": "prompt", "instruction": true}
+    ]
+
+A key is a string, or a list of strings for a nested request (`["images", "cam_high"]`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from inference_server.backends import History, Observation
+
+# How a state part can be transformed on its way out; robosuite's quaternions are x, y, z, w.
+STATE_TRANSFORMS = ("identity", "axisangle")
+STATE_DTYPES = ("float32", "float64")
+
+
+class MappingError(ValueError):
+    """A request entry of the settings is malformed; the message names it."""
+
+
+@dataclass(frozen=True)
+class StatePart:
+    name: str
+    transform: str = "identity"
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One key of the remote request and where its value comes from (exactly one source)."""
+
+    key: tuple[str, ...]
+    camera: str = ""
+    resize_with_pad: tuple[int, int] | None = None
+    channels_first: bool = False
+    state: tuple[StatePart, ...] = ()
+    state_dtype: str = "float64"
+    instruction: bool = False
+
+
+def quat_to_axisangle(quat: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    """An x, y, z, w unit quaternion as an axis-angle vector (axis times angle in radians); zero for
+    the identity rotation."""
+    w = min(1.0, max(-1.0, float(quat[3])))
+    sin_half = math.sqrt(1.0 - w * w)
+    if math.isclose(sin_half, 0.0):
+        return np.zeros(3)
+    return np.asarray(quat[:3], dtype=np.float64) * (2.0 * math.acos(w) / sin_half)
+
+
+def _state_part(raw: object, where: str) -> StatePart:
+    if isinstance(raw, str):
+        return StatePart(raw)
+    if isinstance(raw, dict) and isinstance(raw.get("name"), str):
+        transform = raw.get("as", "identity")
+        if transform not in STATE_TRANSFORMS:
+            raise MappingError(f"{where}.as must be one of {', '.join(STATE_TRANSFORMS)}, not {transform!r}")
+        return StatePart(raw["name"], transform)
+    raise MappingError(f"{where} must be a state name or {{'name': ..., 'as': ...}}, not {raw!r}")
+
+
+def _key(raw: object, where: str) -> tuple[str, ...]:
+    if isinstance(raw, str) and raw:
+        return (raw,)
+    if isinstance(raw, list) and raw and all(isinstance(part, str) and part for part in raw):
+        return tuple(raw)
+    raise MappingError(f"{where}.key must be a non-empty string or list of strings, not {raw!r}")
+
+
+def parse_entry(raw: object, where: str) -> Entry:
+    """One request entry of the settings, checked."""
+    if not isinstance(raw, dict):
+        raise MappingError(f"{where} must be an object, not {raw!r}")
+    key = _key(raw.get("key"), where)
+    sources = [name for name in ("camera", "state", "instruction") if name in raw]
+    if len(sources) != 1:
+        raise MappingError(f"{where} needs exactly one of camera, state, instruction (has {sources or 'none'})")
+    if "camera" in raw:
+        size = raw.get("resize_with_pad")
+        if size is not None and not (
+            isinstance(size, list) and len(size) == 2 and all(isinstance(v, int) and v > 0 for v in size)
+        ):
+            raise MappingError(f"{where}.resize_with_pad must be [height, width], not {size!r}")
+        return Entry(
+            key=key,
+            camera=str(raw["camera"]),
+            resize_with_pad=(size[0], size[1]) if size else None,
+            channels_first=bool(raw.get("channels_first", False)),
+        )
+    if "state" in raw:
+        parts = raw["state"]
+        if not isinstance(parts, list) or not parts:
+            raise MappingError(f"{where}.state must be a non-empty list of state names")
+        dtype = raw.get("dtype", "float64")
+        if dtype not in STATE_DTYPES:
+            raise MappingError(f"{where}.dtype must be one of {', '.join(STATE_DTYPES)}, not {dtype!r}")
+        return Entry(
+            key=key,
+            state=tuple(_state_part(p, f"{where}.state[{i}]") for i, p in enumerate(parts)),
+            state_dtype=dtype,
+        )
+    if raw["instruction"] is not True:
+        raise MappingError(f"{where}.instruction must be true")
+    return Entry(key=key, instruction=True)
+
+
+def parse_request(raw: object, cameras: Sequence[str], state: Mapping[str, int]) -> tuple[Entry, ...]:
+    """The `request` setting, checked against the declared cameras and state entries."""
+    if not isinstance(raw, list) or not raw:
+        raise MappingError("settings.request must be a non-empty list of entries")
+    entries = tuple(parse_entry(item, f"settings.request[{i}]") for i, item in enumerate(raw))
+    for i, entry in enumerate(entries):
+        where = f"settings.request[{i}]"
+        if entry.camera and entry.camera not in cameras:
+            raise MappingError(f"{where}.camera {entry.camera!r} is not a declared camera ({', '.join(cameras)})")
+        for part in entry.state:
+            if part.name not in state:
+                raise MappingError(f"{where}.state names {part.name!r}, which is not a declared state entry")
+            if part.transform == "axisangle" and state[part.name] != 4:
+                raise MappingError(f"{where}.state {part.name!r} is not a quaternion (length {state[part.name]})")
+    keys = [entry.key for entry in entries]
+    for i, key in enumerate(keys):
+        for other in keys[i + 1 :]:
+            shorter = min(len(key), len(other))
+            if key[:shorter] == other[:shorter]:
+                raise MappingError(f"settings.request names the key {list(key)} twice or inside {list(other)}")
+    return entries
+
+
+def _image(entry: Entry, image: npt.NDArray[np.generic]) -> npt.NDArray[np.generic]:
+    from openpi_client import image_tools  # the remote extra; imported on first use
+
+    if entry.resize_with_pad is not None:
+        image = image_tools.resize_with_pad(np.asarray(image), *entry.resize_with_pad)
+    if entry.channels_first:
+        image = np.transpose(image, (2, 0, 1))
+    return np.ascontiguousarray(image)
+
+
+def _state(entry: Entry, state: Mapping[str, npt.NDArray[np.float64]]) -> npt.NDArray[np.floating[Any]]:
+    parts = [quat_to_axisangle(state[p.name]) if p.transform == "axisangle" else state[p.name] for p in entry.state]
+    return np.concatenate(parts).astype(entry.state_dtype)
+
+
+def build_request(entries: Sequence[Entry], observation: Observation, history: History) -> dict[str, Any]:
+    """The remote request for one session's step."""
+    request: dict[str, Any] = {}
+    for entry in entries:
+        value: Any
+        if entry.camera:
+            value = _image(entry, observation.images[entry.camera])
+        elif entry.state:
+            value = _state(entry, observation.state)
+        else:
+            value = history.episode.instruction
+        target = request
+        for part in entry.key[:-1]:
+            target = target.setdefault(part, {})
+        target[entry.key[-1]] = value
+    return request

@@ -1,0 +1,104 @@
+"""The openpi dialect: openpi's `serve_policy.py` websocket server (PyPI `openpi-server`).
+
+On connect the server sends one msgpack frame of metadata (the handshake); then strictly one
+request, one reply per connection, both msgpack with openpi's numpy extension
+(`openpi_client.msgpack_numpy`, which never unpickles). A policy exception comes back as a text
+frame holding the traceback, after which the server closes the connection with code 1011. The
+server runs inference on its event loop, so it answers one request at a time in all: a pool of
+connections overlaps the network transfers and the encoding, not the inference.
+
+Keepalive pings are off: a server busy in inference cannot answer them, and its long first
+(compiling) call would otherwise end the connection. The reply timeout finds a dead server.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import msgpack
+import websockets.exceptions
+from openpi_client import msgpack_numpy
+from websockets.protocol import State
+from websockets.sync.client import ClientConnection, connect
+
+from inference_server.backends.remote.dialect import RemoteDown, RemoteSaid
+
+# What of a traceback frame goes into an error message: its end says what failed.
+QUOTE_CHARS = 2000
+
+
+def quote(text: str) -> str:
+    """The end of what the remote said, short enough for an error message."""
+    text = text.strip()
+    return text if len(text) <= QUOTE_CHARS else "..." + text[-QUOTE_CHARS:]
+
+
+def _received(connection: ClientConnection, timeout_s: float, what: str) -> bytes:
+    """The next frame, which must be binary; a text frame is openpi's traceback."""
+    try:
+        frame: str | bytes = connection.recv(timeout=timeout_s)
+    except TimeoutError:
+        raise RemoteDown(f"no {what} within {timeout_s:g} s") from None
+    except websockets.exceptions.ConnectionClosed as exc:
+        raise RemoteDown(f"the connection closed before the {what} ({exc})") from None
+    if isinstance(frame, str):
+        raise RemoteSaid(f"the policy raised:\n{quote(frame)}")
+    return frame
+
+
+def _decoded(frame: bytes, what: str) -> dict[str, Any]:
+    try:
+        value = msgpack_numpy.unpackb(frame)
+    except (msgpack.UnpackException, ValueError, TypeError, KeyError) as exc:
+        raise RemoteSaid(f"the {what} is not openpi's msgpack: {exc}") from None
+    if not isinstance(value, dict):
+        raise RemoteSaid(f"the {what} is a {type(value).__name__}, not a map")
+    return value
+
+
+@dataclass
+class OpenpiConnection:
+    connection: ClientConnection
+    handshake: bytes
+    action_key: str
+
+    def infer(self, requests: Sequence[dict[str, Any]], timeout_s: float) -> list[object]:
+        (request,) = requests
+        try:
+            self.connection.send(msgpack_numpy.packb(request))
+        except websockets.exceptions.ConnectionClosed as exc:
+            raise RemoteDown(f"the connection closed ({exc})") from None
+        reply = _decoded(_received(self.connection, timeout_s, "reply"), "reply")
+        if self.action_key not in reply:
+            raise RemoteSaid(f"the reply has no {self.action_key!r} (it has {sorted(map(str, reply))})")
+        return [reply[self.action_key]]
+
+    def is_open(self) -> bool:
+        return self.connection.state is State.OPEN
+
+    def close(self) -> None:
+        # At once, without the closing handshake: a connection is dropped because it broke, and a
+        # stuck server would make close() wait out its timeout on the batch's thread.
+        self.connection.close_socket()
+
+
+@dataclass(frozen=True)
+class OpenpiDialect:
+    action_key: str = "actions"
+    name: str = "openpi"
+    requests_per_message: int = 1
+
+    def connect(self, url: str, timeout_s: float) -> OpenpiConnection:
+        try:
+            connection = connect(url, open_timeout=timeout_s, compression=None, max_size=None, ping_interval=None)
+        except (OSError, TimeoutError, websockets.exceptions.InvalidHandshake) as exc:
+            raise RemoteDown(f"cannot connect: {exc}") from None
+        try:
+            handshake = _received(connection, timeout_s, "metadata frame")
+            _decoded(handshake, "metadata frame")
+        except (RemoteDown, RemoteSaid):
+            connection.close_socket()
+            raise
+        return OpenpiConnection(connection, handshake, self.action_key)

@@ -1,0 +1,89 @@
+"""Real LIBERO episodes through a policy served by the real openpi server: scheduler → renderer
+worker → evalfleet inference server (`remote` backend) → openpi-server, every one a process.
+
+The openpi server is killed in the middle of an episode: that attempt fails as
+`policy_unavailable` (an infrastructure failure, never a result), the task is retried, and every
+episode completes once the server is back at the same URL.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sqlite3
+import time
+from pathlib import Path
+
+import pytest
+from openpi_helpers import OpenpiServer, make_remote_checkpoint
+from procs import cli
+
+from evalfleet.processes import free_port
+from evalfleet.v1 import scheduler_pb2
+
+if importlib.util.find_spec("libero") is None and os.environ.get("EVALFLEET_REQUIRE_LIBERO") != "1":
+    pytest.skip("LIBERO is not installed (scripts/install_libero.sh)", allow_module_level=True)
+
+pytestmark = [pytest.mark.slow, pytest.mark.libero, pytest.mark.timeout(600)]
+
+CAMERA = 64
+MAX_STEPS = 6
+
+
+def test_libero_episodes_through_openpi_survive_a_killed_remote(scheduler, tmp_path, start_policy, start_worker):
+    out = tmp_path / "manifests"
+    run = cli(
+        "manifest", "build", "libero", "--out", str(out), "--suite", "libero_object", "--tasks", "0-1",
+        "--trials", "1", "--camera-size", str(CAMERA), "--wait-steps", "2", "--max-steps", str(MAX_STEPS),
+        timeout=300,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+
+    openpi = OpenpiServer(free_port(), tmp_path / "openpi.log").run()
+    try:
+        root = make_remote_checkpoint(
+            tmp_path / "checkpoints",
+            openpi.url,
+            cameras=[{"name": n, "height": CAMERA, "width": CAMERA} for n in ("agentview", "robot0_eye_in_hand")],
+            chunk_length=2,
+        )
+        policy = start_policy("pi05", root=root)
+        run = cli(
+            "submit", "--server", scheduler.address, "--route", "libero", "--batch-size", "1",
+            "--max-attempts", "4", "--policy-server", policy.address, "--submission-id", "remote-e2e",
+            "--manifest", *(str(path) for path in sorted(out.glob("*.json"))),
+        )  # fmt: skip
+        assert run.returncode == 0, run.stderr
+        start_worker(scheduler.address, [policy.address], "--routes", "libero", worker_id="lw0")
+
+        client = scheduler.client()
+        # The first step of an episode is answered (the warm-up's prompt is "warm up"): kill it now.
+        openpi.wait_for_line(lambda line: "answered prompt=" in line and "warm up" not in line, timeout=300)
+        openpi.kill()
+        deadline = time.monotonic() + 300
+        while not _rows(scheduler.db, "SELECT 1 FROM attempts WHERE outcome = 'failed'"):
+            assert time.monotonic() < deadline, "no attempt failed while the remote was down"
+            time.sleep(0.1)
+        openpi.run()
+
+        while (status := client.status("remote-e2e").tasks).succeeded + status.failed < status.total:
+            assert time.monotonic() < deadline, f"not finished: {status}"
+            time.sleep(0.5)
+        summary = client.summary("remote-e2e")
+        assert summary.complete and summary.tasks.succeeded == 2, summary
+        assert (summary.episodes_planned, summary.episodes_completed) == (2, 2)
+        failures = _rows(scheduler.db, "SELECT failure_reason FROM attempts WHERE outcome = 'failed'")
+        unavailable = scheduler_pb2.FailureReason.FAILURE_REASON_POLICY_UNAVAILABLE
+        assert failures and all(reason == unavailable for (reason,) in failures), failures
+        steps = _rows(scheduler.db, "SELECT steps FROM episode_results")
+        assert [s for (s,) in steps] == [MAX_STEPS] * 2
+    finally:
+        openpi.stop()
+
+
+def _rows(db: Path, query: str) -> list[tuple]:
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        return conn.execute(query).fetchall()
+    finally:
+        conn.close()
