@@ -122,9 +122,14 @@ async def serve(args: argparse.Namespace, described: Described) -> None:
 
 
 def load(described: Described) -> None:
-    """Loads and warms the backend; any failure becomes one LoadFailed line (traceback at DEBUG)."""
+    """Loads and warms the backend. A checkpoint or backend error it raises (weights that do not fit
+    their config, a file it needs that is not in the folder) is the user's to fix, like one found
+    before the port opened (exit 2); any other failure becomes one LoadFailed line (exit 1,
+    traceback at DEBUG)."""
     try:
         described.backend.load()
+    except (CheckpointError, BackendError):
+        raise
     except Exception as exc:  # a backend's load may fail in any library it uses
         log.debug("load failed", exc_info=True)
         raise LoadFailed(

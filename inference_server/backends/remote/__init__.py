@@ -105,6 +105,12 @@ def parse_settings(settings: dict[str, Any], cameras: Sequence[str], state: dict
     )
 
 
+class RemoteNotReady(Exception):
+    """At start-up the remote was unreachable, or answered otherwise than its settings say (another
+    handshake, a wrong warm-up reply): the remote host's fault, not the sealed folder's, so the
+    server exits 1 (a load failure), not 2."""
+
+
 def make_dialect(name: str) -> Dialect:
     """The dialect's module is imported here, so a server without the remote extra still builds
     every other backend."""
@@ -176,7 +182,7 @@ class RemoteBackend:
         try:
             self._step(zeros, history, max(0.0, deadline - time.monotonic()))
         except PolicyError as exc:
-            raise CheckpointError(f"warm-up step failed: {exc.message}") from None
+            raise RemoteNotReady(f"warm-up step failed: {exc.message}") from None
         log.info(
             "%s: handshake sha256 %s (pin it with the setting handshake_sha256)", self.where, self.handshake_sha256
         )
@@ -188,16 +194,16 @@ class RemoteBackend:
                 connection = self.dialect.connect(self.settings.url, max(0.1, remaining))
             except RemoteDown as exc:
                 if remaining <= 0:
-                    raise CheckpointError(f"{self.where}: {exc}") from None
+                    raise RemoteNotReady(f"{self.where}: {exc}") from None
                 time.sleep(min(0.2, max(0.0, remaining)))  # the remote may still be starting
                 continue
             except RemoteSaid as exc:
-                raise CheckpointError(f"{self.where}: {exc}") from None
+                raise RemoteNotReady(f"{self.where}: {exc}") from None
             digest = hashlib.sha256(connection.handshake).hexdigest()
             pinned = self.settings.handshake_sha256 or self.handshake_sha256 or digest
             if digest != pinned:
                 connection.close()
-                raise CheckpointError(f"{self.where} answered handshake sha256 {digest}, expected {pinned}")
+                raise RemoteNotReady(f"{self.where} answered handshake sha256 {digest}, expected {pinned}")
             self.handshake_sha256 = digest
             return connection
 
