@@ -2,8 +2,8 @@
 
 LeRobot lives in its own virtualenv (.venv-lerobot, `make lerobot-venv`); this test runs in the main
 one. Everything LeRobot does happens in subprocesses of that virtualenv: building the policy
-(tests/inference_server/lerobot_tiny.py), the inference server itself, and the direct calls the
-server's answers are compared with. Arrays cross between them as .npy files.
+(scripts/lerobot_tiny.py, which scripts/bench_inference.py uses too), the inference server itself,
+and the direct calls the server's answers are compared with. Arrays cross between them as .npy files.
 
 `make test` sets EVALFLEET_LEROBOT_PYTHON, so these tests fail rather than skip without it.
 """
@@ -39,7 +39,7 @@ if not LEROBOT_PYTHON.exists() and not REQUIRED:
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
-TINY = Path(__file__).parent / "lerobot_tiny.py"
+TINY = Path(__file__).resolve().parents[2] / "scripts" / "lerobot_tiny.py"
 CAMERA = 64
 SESSIONS = 4
 LIBERO_STEPS = 6
