@@ -5,23 +5,33 @@
 (b) S concurrent sessions against a backend whose batch costs a flat `--batch-ms` whatever its size
     (as on a GPU that is not saturated): steps/s against S, and the ratio to the model's raw
     batched throughput, min(S, max_batch) / batch_ms.
+(c) --lerobot (or --lerobot-only): a tiny random-weight ACT policy with LIBERO features
+    (scripts/lerobot_tiny.py), sealed with the `lerobot` backend and served by an inference server
+    run from `--lerobot-python` (.venv-lerobot), two 256x256 cameras + the LIBERO state: steps/s at
+    S=1 and S=16 concurrent sessions, against the same policy and processors called directly on
+    batches of 1 and 16 in a `.venv-lerobot` process (no server), measured in alternating rounds.
 
     .venv/bin/pip install -e '.[bench]' && .venv/bin/python scripts/bench_inference.py
+    make lerobot-venv && .venv/bin/python scripts/bench_inference.py --lerobot-only
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import multiprocessing
+import os
 import signal
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -30,9 +40,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _ws_baseline import WebsocketClient
 
 from evalfleet.local_fleet import policy_argv
+from evalfleet.policy_api import tensors
 from evalfleet.policy_api.aio_client import AsyncPolicyClient
 from evalfleet.policy_api.client import PolicyClient
-from evalfleet.processes import ServiceProcess, free_port
+from evalfleet.processes import ServiceProcess, cpu_seconds, free_port
 from evalfleet.v1 import policy_pb2
 from inference_server.checkpoint import seal
 
@@ -183,6 +194,250 @@ def throughput(
     return sum(steps) / seconds, mean_batch
 
 
+LEROBOT_TINY = Path(__file__).resolve().parent / "lerobot_tiny.py"
+LIBERO_CAMERAS = ("agentview", "robot0_eye_in_hand")
+
+
+def lerobot_observation(rng: np.random.Generator, camera: int) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """Upright LIBERO camera images and the state entries the lerobot backend reads."""
+    images = {name: rng.integers(0, 256, (camera, camera, 3), dtype=np.uint8) for name in LIBERO_CAMERAS}
+    quat = rng.normal(size=4)
+    state = {
+        "robot0_eef_pos": rng.normal(size=3),
+        "robot0_eef_quat": quat / np.linalg.norm(quat),
+        "robot0_gripper_qpos": rng.normal(size=2) * 0.04,
+    }
+    return images, state
+
+
+def run_lerobot_python(python: Path, *args: str) -> str:
+    done = subprocess.run([str(python), *args], capture_output=True, text=True, timeout=600)
+    if done.returncode != 0:
+        raise RuntimeError(f"{python} {' '.join(args)} exited {done.returncode}:\n{done.stderr}")
+    return done.stdout
+
+
+def build_tiny_act(python: Path, root: Path, camera: int, policy_size: int) -> Path:
+    """The tests' tiny ACT policy, built and saved by LeRobot, sealed with the `lerobot` backend's
+    LIBERO settings for `camera`-pixel cameras (resized to `policy_size` by the backend)."""
+    folder = root / "act"
+    run_lerobot_python(python, str(LEROBOT_TINY), "build", str(folder), "--size", str(policy_size))
+    code = (
+        "import json; from inference_server.backends.lerobot import libero_settings; "
+        f"print(json.dumps(libero_settings('act', {camera})))"
+    )
+    settings = json.loads(run_lerobot_python(python, "-c", code).strip().splitlines()[-1])
+    seal(folder, "lerobot", settings)
+    return folder
+
+
+@contextmanager
+def lerobot_server(python: Path, root: Path, threads: int, *extra: str) -> Iterator[tuple[str, int]]:
+    """An inference server run from the lerobot virtualenv with `threads` torch threads, waited for
+    on its health service; yields its address and pid."""
+    port = free_port()
+    argv = [str(python), *policy_argv("act", root, "--log-level", "WARNING", *extra, port=port)[1:]]
+    address = f"127.0.0.1:{port}"
+    env = {"OMP_NUM_THREADS": str(threads)}
+    with ServiceProcess(argv, root.parent / "inference-server-lerobot.log", env).spawn() as server:
+        with PolicyClient(address) as client:
+            try:
+                client.wait_until_serving(300)
+            except Exception as exc:
+                raise RuntimeError(f"{server.name} did not reach SERVING: {exc}\n{server.log_tail()}") from exc
+        yield address, server.pid
+
+
+@dataclass
+class Served:
+    """Steps done inside the window, and per step what the server reported for its batch."""
+
+    steps: int = 0
+    batch_sizes: int = 0
+    model_ms: float = 0.0
+    queue_ms: float = 0.0
+
+    def add(self, other: Served) -> None:
+        self.steps += other.steps
+        self.batch_sizes += other.batch_sizes
+        self.model_ms += other.model_ms
+        self.queue_ms += other.queue_ms
+
+
+def _lerobot_session_worker(
+    address: str, sessions: int, first: int, start_at: float, stop_at: float, camera: int, chunk: tuple[int, int]
+) -> Served:
+    """One client process driving `sessions` LIBERO sessions as tasks of one asyncio loop. The
+    replies are read whole (the session's `_exchange`, as the backend's test does) for the batch
+    size and model time the server reports with each chunk."""
+
+    async def run(client: AsyncPolicyClient, digest: str, index: int) -> Served:
+        images, state = lerobot_observation(np.random.default_rng(index), camera)
+        meta = policy_pb2.EpisodeMeta(
+            benchmark="libero", episode_id=str(index), instruction=f"put object {index} in the basket"
+        )
+        served = Served()
+        async with await client.open_session(digest, meta) as session:
+            step = 0
+            while time.time() < stop_at:
+                request = tensors.observation_request(step, 0 if step == 0 else chunk[0], images, state)
+                reply = await session._exchange(request)
+                actions = tensors.decode(reply.chunk.actions, "chunk.actions")
+                if actions.shape != chunk or not np.isfinite(actions).all():
+                    raise RuntimeError(f"session {index} step {step}: a {actions.shape} chunk, expected {chunk}")
+                if start_at <= time.time() < stop_at:
+                    served.add(Served(1, reply.chunk.batch_size, reply.chunk.model_ms, reply.chunk.queue_ms))
+                step += 1
+        return served
+
+    async def main() -> Served:
+        total = Served()
+        async with AsyncPolicyClient(address) as client:
+            digest = (await client.identity()).digest
+            for served in await asyncio.gather(*(run(client, digest, first + i) for i in range(sessions))):
+                total.add(served)
+        return total
+
+    return asyncio.run(main())
+
+
+def lerobot_served(
+    address: str, server_pid: int, sessions: int, processes: int, seconds: float, camera: int, chunk: tuple[int, int]
+) -> tuple[Served, float]:
+    """`sessions` concurrent sessions over client processes for a `seconds` window (after 3 s to
+    open and warm up); what they got, and the server's CPU seconds meanwhile."""
+    processes = min(processes, sessions)
+    shares = [sessions // processes + (i < sessions % processes) for i in range(processes)]
+    firsts = [sum(shares[:i]) for i in range(processes)]
+    start_at = time.time() + 3.0
+    stop_at = start_at + seconds
+    with multiprocessing.get_context("spawn").Pool(processes) as pool:
+        pending = pool.starmap_async(
+            _lerobot_session_worker,
+            [(address, n, first, start_at, stop_at, camera, chunk) for n, first in zip(shares, firsts, strict=True)],
+        )
+        time.sleep(max(0.0, start_at - time.time()))
+        cpu_before = cpu_seconds(server_pid)
+        time.sleep(max(0.0, stop_at - time.time()))
+        cpu = cpu_seconds(server_pid) - cpu_before
+        total = Served()
+        for served in pending.get():
+            total.add(served)
+    return total, cpu
+
+
+class DirectLeRobot:
+    """The policy and its processors called directly, no server: a `lerobot_tiny.py throughput`
+    process of the lerobot virtualenv with `threads` torch threads, kept loaded between measurements."""
+
+    def __init__(self, python: Path, folder: Path, camera: int, threads: int) -> None:
+        argv = [str(python), str(LEROBOT_TINY), "throughput", str(folder), "--camera", str(camera)]
+        env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
+        self.process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+        self._read(lambda line: line.strip() == "ready")
+
+    def _read(self, accept: Callable[[str], bool]) -> str:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            if accept(line):
+                return line
+        raise RuntimeError(f"lerobot_tiny.py throughput exited {self.process.wait()}")
+
+    def measure(self, batch: int, seconds: float) -> dict[str, Any]:
+        assert self.process.stdin is not None
+        self.process.stdin.write(f"{batch} {seconds}\n")
+        self.process.stdin.flush()
+        reply: dict[str, Any] = json.loads(self._read(lambda line: line.startswith("{")))
+        if reply["chunk_shape"][0] != batch:
+            raise RuntimeError(f"a direct batch of {batch} answered {reply['chunk_shape']}")
+        return reply
+
+    def close(self) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+        self.process.wait(timeout=60)
+
+
+def lerobot_section(args: argparse.Namespace) -> None:
+    """(c): the served tiny ACT at S=1 and S=batch against direct batches of 1 and `batch`, in
+    alternating rounds so that load from elsewhere on the machine falls on each alike."""
+    python = Path(args.lerobot_python).absolute()
+    if not python.exists():
+        sys.exit(f"bench_inference: {python} does not exist (make lerobot-venv, or pass --lerobot-python)")
+    batch, camera, seconds = args.lerobot_batch, args.lerobot_camera, args.lerobot_seconds
+    counts = (1, batch)
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp) / "checkpoints"
+        folder = build_tiny_act(python, root, camera, args.lerobot_policy_size)
+        config = json.loads((folder / "config.json").read_text())
+        chunk = (config["chunk_size"], config["output_features"]["action"]["shape"][0])
+        served = {s: Served() for s in counts}
+        server_cpu = dict.fromkeys(counts, 0.0)
+        direct: dict[int, list[dict[str, Any]]] = {b: [] for b in counts}
+        extra = ("--max-batch", str(batch), "--max-sessions", str(batch + 8))
+        extra += ("--batch-timeout-ms", str(args.lerobot_batch_timeout_ms))
+        direct_process = DirectLeRobot(python, folder, camera, args.lerobot_threads)
+        try:
+            with lerobot_server(python, root, args.lerobot_threads, *extra) as (address, pid):
+                for _ in range(args.lerobot_rounds):
+                    for b in counts:
+                        direct[b].append(direct_process.measure(b, seconds))
+                    for s in counts:
+                        got, cpu = lerobot_served(
+                            address, pid, s, args.lerobot_client_processes, seconds, camera, chunk
+                        )
+                        served[s].add(got)
+                        server_cpu[s] += cpu
+        finally:
+            direct_process.close()
+    window = seconds * args.lerobot_rounds
+
+    def direct_ms(b: int, stage: str) -> float:
+        return float(np.mean([r["ms"][stage] for r in direct[b]]))
+
+    stages = ("inputs", "preprocessor", "policy", "postprocessor")
+    direct_rate = {b: b * len(direct[b]) / sum(sum(r["ms"].values()) / 1000.0 for r in direct[b]) for b in counts}
+    rate = {s: served[s].steps / window for s in counts}
+    print(
+        f"(c) LeRobot tiny ACT (random weights, ResNet-18 backbone, {args.lerobot_policy_size}x"
+        f"{args.lerobot_policy_size} policy input), lerobot backend served from {args.lerobot_python}, "
+        f"2 x {camera}x{camera} cameras + LIBERO state, CPU, {args.lerobot_threads} torch thread(s) in the "
+        f"server and the direct process, max batch {batch}, batch timeout {args.lerobot_batch_timeout_ms:g} ms, "
+        f"{args.lerobot_client_processes} client processes; {args.lerobot_rounds} alternating rounds of "
+        f"{seconds:g} s per row"
+    )
+    print("| row | steps/s | x S=1 | mean batch | ms per batch (model) | queue ms / step | server CPU % core |")
+    print("|---|---|---|---|---|---|---|")
+    for s in counts:
+        got = served[s]
+        steps = max(1, got.steps)
+        print(
+            f"| served, S={s} | {rate[s]:.1f} | {rate[s] / rate[1]:.1f} | {got.batch_sizes / steps:.1f} | "
+            f"{got.model_ms / steps:.0f} | {got.queue_ms / steps:.1f} | {100 * server_cpu[s] / window:.0f} |"
+        )
+    for b in counts:
+        total = sum(direct_ms(b, stage) for stage in stages)
+        scale = direct_rate[b] / direct_rate[1]
+        print(f"| direct, batch {b} | {direct_rate[b]:.1f} | {scale:.1f} | {b} | {total:.0f} | | |")
+    print()
+    print("direct, ms per batch by stage (inputs: uint8 HWC -> float CHW, LIBERO state, resize):")
+    print(f"| batch | {' | '.join(stages)} | total | ms per step |")
+    print("|---|---|---|---|---|---|---|")
+    for b in counts:
+        ms = [direct_ms(b, stage) for stage in stages]
+        print(f"| {b} | {' | '.join(f'{v:.1f}' for v in ms)} | {sum(ms):.1f} | {sum(ms) / b:.1f} |")
+    print()
+    ratio, share, ceiling = rate[batch] / rate[1], rate[batch] / direct_rate[batch], direct_rate[batch] / direct_rate[1]
+    print(
+        f"S={batch} / S=1: {ratio:.1f}x (target >= 8x: {'met' if ratio >= 8 else 'not met'}; "
+        f"direct batch {batch} / batch 1, the most batching can give this model here: {ceiling:.1f}x)"
+    )
+    print(
+        f"S={batch} of direct batch {batch}: {share:.0%} ({'at least' if share >= 0.8 else 'under'} the 80% "
+        "asked of the flat-cost backend in (b))"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=2000)
@@ -193,7 +448,23 @@ def main() -> None:
     parser.add_argument("--max-batch", type=int, default=32)
     parser.add_argument("--client-processes", type=int, default=4)
     parser.add_argument("--throughput-image", default="240x320", help="HxW of the three cameras in (b)")
+    parser.add_argument("--lerobot", action="store_true", help="also run (c), the LeRobot tiny ACT rows")
+    parser.add_argument("--lerobot-only", action="store_true", help="run (c) only")
+    parser.add_argument("--lerobot-python", default=".venv-lerobot/bin/python", help="the lerobot virtualenv's python")
+    parser.add_argument("--lerobot-batch", type=int, default=16, help="S and the direct batch compared with S=1")
+    parser.add_argument("--lerobot-camera", type=int, default=256, help="side of the two LIBERO cameras in (c)")
+    parser.add_argument("--lerobot-policy-size", type=int, default=64, help="side of the policy's image input")
+    parser.add_argument("--lerobot-seconds", type=float, default=6.0, help="window per row per round in (c)")
+    parser.add_argument("--lerobot-rounds", type=int, default=2)
+    parser.add_argument("--lerobot-client-processes", type=int, default=2)
+    parser.add_argument("--lerobot-batch-timeout-ms", type=float, default=5.0, help="the server's --batch-timeout-ms")
+    parser.add_argument(
+        "--lerobot-threads", type=int, default=1, help="OMP_NUM_THREADS of the server and the direct process"
+    )
     args = parser.parse_args()
+    if args.lerobot_only:
+        lerobot_section(args)
+        return
     height, width = (int(v) for v in args.throughput_image.split("x"))
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -240,6 +511,9 @@ def main() -> None:
         for sessions, (rate, mean_batch) in rates.items():
             raw = min(sessions, args.max_batch) / (args.batch_ms / 1000.0)
             print(f"| {sessions} | {rate:.0f} | {rate / first:.1f} | {mean_batch:.1f} | {raw:.0f} | {rate / raw:.0%} |")
+    if args.lerobot:
+        print()
+        lerobot_section(args)
 
 
 if __name__ == "__main__":
