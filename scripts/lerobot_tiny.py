@@ -1,22 +1,26 @@
 """Run in .venv-lerobot by the lerobot backend's tests and by scripts/bench_inference.py --lerobot:
 LeRobot's own code on the far side of a check or a measurement.
 
-    build DIR [--seed N] [--size PX]     a tiny ACT policy with LIBERO features (random weights, no
-                                         pretrained backbone, so nothing is fetched), saved with its
-                                         pre- and postprocessor by LeRobot's save_pretrained
-    direct DIR INPUTS OUT                what that policy with its processors answers for each
-                                         observation in INPUTS, called one row at a time
-    throughput DIR [--camera PX]         the policy with its processors called directly on batches,
-                                         no server: reads "BATCH SECONDS" lines on stdin, answers
-                                         each with one JSON line (steps/s, ms per batch per stage)
+    build DIR [--benchmark B] [--seed N] [--size PX | HxW]
+        a tiny ACT policy with benchmark B's features (random weights, no pretrained backbone,
+        so nothing is fetched), saved with its pre- and postprocessor by LeRobot's save_pretrained
+    direct DIR INPUTS OUT [--benchmark B]
+        what that policy with its processors answers for each observation in INPUTS, called one
+        row at a time
+    throughput DIR [--camera PX]
+        the (LIBERO) policy with its processors called directly on batches, no server: reads
+        "BATCH SECONDS" lines on stdin, answers each with one JSON line (steps/s, ms per stage)
 
-INPUTS holds `<i>.agentview.npy`, `<i>.robot0_eye_in_hand.npy` (upright uint8 HWC, as evalfleet's
-worker sends), `<i>.robot0_eef_pos.npy`, `<i>.robot0_eef_quat.npy`, `<i>.robot0_gripper_qpos.npy`
-and `tasks.json`; OUT is one float32 .npy [N, chunk, action_dim]. Arrays travel as .npy, never
-pickles. The direct path is LeRobot's LIBERO evaluation path: its env observation conversion
+B is `libero` (the default) or `robotwin`. INPUTS holds `<i>.<name>.npy` for each camera and state
+vector the benchmark's worker sends (upright uint8 HWC images) and `tasks.json`; OUT is one float32
+.npy [N, chunk, action_dim]. Arrays travel as .npy, never pickles.
+
+The direct path is LeRobot's evaluation path. LIBERO: its env observation conversion
 (`preprocess_observation`) and LIBERO processor (which flips the simulator's upside-down images, so
-it is given them upside down) before the policy's own processors. `throughput` takes the same path
-on random PX x PX cameras, resized to the policy's input size as the backend does.
+it is given them upside down) before the policy's own processors. RoboTwin (LeRobot has no RoboTwin
+env): the same conversion as for its ALOHA env, `pixels` per camera plus the 14 joint values as
+`agent_pos`, with the ALOHA-style feature names below. `throughput` takes the LIBERO path on
+random PX x PX cameras, resized to the policy's input size as the backend does.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -42,20 +47,33 @@ from lerobot.policies.factory import get_policy_class, make_pre_post_processors
 from lerobot.processor.env_processor import LiberoProcessorStep
 from torchvision.transforms.v2 import functional as TF
 
-IMAGE_FEATURES = ("observation.images.image", "observation.images.image2")
+IMAGE_FEATURES = {
+    "libero": ("observation.images.image", "observation.images.image2"),
+    "robotwin": (
+        "observation.images.cam_high",
+        "observation.images.cam_left_wrist",
+        "observation.images.cam_right_wrist",
+    ),
+}
+STATE_LENGTH = {"libero": 8, "robotwin": 14}
+ACTION_DIM = {"libero": 7, "robotwin": 14}
+# The RoboTwin worker's camera names and state key (benchmarks/robotwin), in IMAGE_FEATURES' order.
+ROBOTWIN_CAMERAS = ("head_camera", "left_camera", "right_camera")
+ROBOTWIN_STATE = "joint_action"
 
 
-def build(folder: Path, seed: int, size: int) -> None:
+def build(folder: Path, seed: int, size: tuple[int, int], benchmark: str = "libero") -> None:
     torch.manual_seed(seed)
-    visual = PolicyFeature(type=FeatureType.VISUAL, shape=(3, size, size))
+    visual = PolicyFeature(type=FeatureType.VISUAL, shape=(3, *size))
+    images, state_length, action_dim = IMAGE_FEATURES[benchmark], STATE_LENGTH[benchmark], ACTION_DIM[benchmark]
     config = ACTConfig(
         device="cpu",
         pretrained_backbone_weights=None,
         input_features={
-            **dict.fromkeys(IMAGE_FEATURES, visual),
-            "observation.state": PolicyFeature(type=FeatureType.STATE, shape=(8,)),
+            **dict.fromkeys(images, visual),
+            "observation.state": PolicyFeature(type=FeatureType.STATE, shape=(state_length,)),
         },
-        output_features={"action": PolicyFeature(type=FeatureType.ACTION, shape=(7,))},
+        output_features={"action": PolicyFeature(type=FeatureType.ACTION, shape=(action_dim,))},
         chunk_size=10,
         n_action_steps=10,
         dim_model=32,
@@ -68,18 +86,43 @@ def build(folder: Path, seed: int, size: int) -> None:
     )
     policy = ACTPolicy(config)
     stats = {
-        **{key: {"mean": torch.rand(3, 1, 1), "std": torch.rand(3, 1, 1) + 0.5} for key in IMAGE_FEATURES},
-        "observation.state": {"mean": torch.randn(8) * 0.1, "std": torch.rand(8) + 0.5},
-        "action": {"mean": torch.randn(7), "std": torch.rand(7) + 0.5},
+        **{key: {"mean": torch.rand(3, 1, 1), "std": torch.rand(3, 1, 1) + 0.5} for key in images},
+        "observation.state": {"mean": torch.randn(state_length) * 0.1, "std": torch.rand(state_length) + 0.5},
+        "action": {"mean": torch.randn(action_dim), "std": torch.rand(action_dim) + 0.5},
     }
     preprocessor, postprocessor = make_pre_post_processors(config, dataset_stats=stats)
     for part in (policy, preprocessor, postprocessor):
         part.save_pretrained(folder)
 
 
-def direct(folder: Path, inputs: Path, out: Path) -> None:
+def libero_observation(load: Callable[[str], np.ndarray]) -> dict[str, Any]:
+    raw = {
+        # The simulator's orientation: upside down, which LeRobot's LIBERO processor flips back.
+        "pixels": {
+            "image": np.ascontiguousarray(load("agentview")[::-1, ::-1]),
+            "image2": np.ascontiguousarray(load("robot0_eye_in_hand")[::-1, ::-1]),
+        },
+        "robot_state": {
+            "eef": {"pos": load("robot0_eef_pos")[None], "quat": load("robot0_eef_quat")[None]},
+            "gripper": {"qpos": load("robot0_gripper_qpos")[None]},
+        },
+    }
+    return dict(LiberoProcessorStep().observation(preprocess_observation(raw)))
+
+
+def robotwin_observation(load: Callable[[str], np.ndarray]) -> dict[str, Any]:
+    pixels = {
+        feature.removeprefix("observation.images."): load(camera)
+        for camera, feature in zip(ROBOTWIN_CAMERAS, IMAGE_FEATURES["robotwin"], strict=True)
+    }
+    return dict(preprocess_observation({"pixels": pixels, "agent_pos": load(ROBOTWIN_STATE)}))
+
+
+OBSERVATIONS = {"libero": libero_observation, "robotwin": robotwin_observation}
+
+
+def direct(folder: Path, inputs: Path, out: Path, benchmark: str = "libero") -> None:
     policy, preprocessor, postprocessor = _loaded(folder)
-    libero = LiberoProcessorStep()
     tasks = json.loads((inputs / "tasks.json").read_text())
     chunks = []
     for i, task in enumerate(tasks):
@@ -87,18 +130,7 @@ def direct(folder: Path, inputs: Path, out: Path) -> None:
         def load(name: str, i: int = i) -> np.ndarray:
             return np.load(inputs / f"{i}.{name}.npy", allow_pickle=False)
 
-        raw = {
-            # The simulator's orientation: upside down, which LeRobot's LIBERO processor flips back.
-            "pixels": {
-                "image": np.ascontiguousarray(load("agentview")[::-1, ::-1]),
-                "image2": np.ascontiguousarray(load("robot0_eye_in_hand")[::-1, ::-1]),
-            },
-            "robot_state": {
-                "eef": {"pos": load("robot0_eef_pos")[None], "quat": load("robot0_eef_quat")[None]},
-                "gripper": {"qpos": load("robot0_gripper_qpos")[None]},
-            },
-        }
-        observation = libero.observation(preprocess_observation(raw))
+        observation = OBSERVATIONS[benchmark](load)
         with torch.inference_mode():
             chunk = postprocessor(policy.predict_action_chunk(preprocessor({**observation, "task": [task]})))
         chunks.append(chunk[0].to(torch.float32).numpy())
@@ -170,25 +202,32 @@ def throughput(folder: Path, camera: int) -> None:
         print(json.dumps(reply), flush=True)
 
 
+def image_size(text: str) -> tuple[int, int]:
+    height, _, width = text.partition("x")
+    return int(height), int(width or height)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     sub = parser.add_subparsers(dest="command", required=True)
     b = sub.add_parser("build")
     b.add_argument("folder", type=Path)
+    b.add_argument("--benchmark", choices=sorted(IMAGE_FEATURES), default="libero")
     b.add_argument("--seed", type=int, default=0)
-    b.add_argument("--size", type=int, default=64)
+    b.add_argument("--size", type=image_size, default=(64, 64), help="PX (square) or HxW")
     d = sub.add_parser("direct")
     d.add_argument("folder", type=Path)
     d.add_argument("inputs", type=Path)
     d.add_argument("out", type=Path)
+    d.add_argument("--benchmark", choices=sorted(IMAGE_FEATURES), default="libero")
     t = sub.add_parser("throughput")
     t.add_argument("folder", type=Path)
     t.add_argument("--camera", type=int, default=256)
     args = parser.parse_args()
     if args.command == "build":
-        build(args.folder, args.seed, args.size)
+        build(args.folder, args.seed, args.size, args.benchmark)
     elif args.command == "direct":
-        direct(args.folder, args.inputs, args.out)
+        direct(args.folder, args.inputs, args.out, args.benchmark)
     else:
         throughput(args.folder, args.camera)
 

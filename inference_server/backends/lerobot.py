@@ -24,7 +24,7 @@ What evalfleet adds around LeRobot:
   simulator's images; evalfleet's worker already did), as uint8 HWC; they become float CHW in
   [0, 1] and are resized to the policy's input size here. The LIBERO state layout is LeRobot's
   LIBERO processor's (end-effector position, axis-angle of its quaternion, gripper qpos), built by
-  that processor step itself.
+  that processor step itself. RoboTwin's 14 joint values are the state as they come (`concat`).
 
 Settings (`evalfleet-checkpoint.json`):
 
@@ -80,6 +80,14 @@ STATELESS_TYPES = frozenset({"act", "pi0", "pi05", "smolvla"})
 NOISE_TYPES = frozenset({"pi0", "pi05", "smolvla"})
 LIBERO_STATE_PARTS = (("robot0_eef_pos", 3), ("robot0_eef_quat", 4), ("robot0_gripper_qpos", 2))
 LIBERO_CAMERAS = (("agentview", "observation.images.image"), ("robot0_eye_in_hand", "observation.images.image2"))
+# RoboTwin's adapter sends these cameras and its 14 joint values (left arm 6 + gripper, right arm 6 +
+# gripper) as `joint_action`; the feature names are ALOHA-style datasets' (LeRobot fixes none).
+ROBOTWIN_CAMERAS = {
+    "head_camera": "observation.images.cam_high",
+    "left_camera": "observation.images.cam_left_wrist",
+    "right_camera": "observation.images.cam_right_wrist",
+}
+ROBOTWIN_STATE = ("joint_action", 14)
 
 
 def installed_version() -> str:
@@ -97,6 +105,40 @@ def libero_settings(policy_type: str, camera_size: int, **extra: Any) -> dict[st
             for name, feature in LIBERO_CAMERAS
         ],
         "state": {"feature": "observation.state", "layout": "libero"},
+        **extra,
+    }
+
+
+def robotwin_settings(
+    policy_type: str,
+    camera_height: int,
+    camera_width: int,
+    features: dict[str, str] | None = None,
+    **extra: Any,
+) -> dict[str, Any]:
+    """RoboTwin's feature map: the head, left and right cameras each feed an image feature, and the
+    14-D `joint_action` is `observation.state` as it is (`concat`).
+
+    LeRobot fixes no feature names for RoboTwin: a checkpoint's come from the dataset it was trained
+    on, and are the image keys of its config.json `input_features`. The defaults are ALOHA-style
+    datasets' (`observation.images.cam_high`, `.cam_left_wrist`, `.cam_right_wrist`); `features`
+    maps camera names to other keys."""
+    unknown = sorted(set(features or {}) - set(ROBOTWIN_CAMERAS))
+    if unknown:
+        raise ValueError(f"features names {', '.join(unknown)}; RoboTwin's cameras are {', '.join(ROBOTWIN_CAMERAS)}")
+    chosen = {**ROBOTWIN_CAMERAS, **(features or {})}
+    return {
+        "lerobot_version": installed_version(),
+        "policy_type": policy_type,
+        "cameras": [
+            {"name": name, "height": camera_height, "width": camera_width, "feature": chosen[name]}
+            for name in ROBOTWIN_CAMERAS
+        ],
+        "state": {
+            "feature": "observation.state",
+            "layout": "concat",
+            "parts": [{"name": ROBOTWIN_STATE[0], "length": ROBOTWIN_STATE[1]}],
+        },
         **extra,
     }
 

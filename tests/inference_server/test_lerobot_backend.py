@@ -26,11 +26,13 @@ import pytest
 from inference_helpers import ServerProcess
 from procs import ServiceProcess, cli, policy_argv, wait_serving
 
+from benchmarks.robotwin.config import POLICY_CAMERAS
+from benchmarks.robotwin.episode import STATE_KEY
 from evalfleet.policy_api import tensors
 from evalfleet.policy_api.client import PolicyClient
 from evalfleet.processes import free_port
 from evalfleet.v1 import policy_pb2
-from inference_server.checkpoint import seal
+from inference_server.checkpoint import MANIFEST_NAME, seal
 
 REQUIRED = "EVALFLEET_LEROBOT_PYTHON" in os.environ
 LEROBOT_PYTHON = Path(os.environ.get("EVALFLEET_LEROBOT_PYTHON", ".venv-lerobot/bin/python")).absolute()
@@ -43,6 +45,8 @@ TINY = Path(__file__).resolve().parents[2] / "scripts" / "lerobot_tiny.py"
 CAMERA = 64
 SESSIONS = 4
 LIBERO_STEPS = 6
+ROBOTWIN_CAMERA = (48, 64)  # height, width: not square, so a swapped pair would not fit
+ROBOTWIN_SESSIONS = 3
 STATS_FILE = "policy_preprocessor_step_3_normalizer_processor.safetensors"
 
 
@@ -70,10 +74,32 @@ def libero_settings(lerobot_python: Path) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
+def robotwin_settings(lerobot_python: Path) -> dict[str, Any]:
+    """The backend's RoboTwin settings (ALOHA-style feature names) for the installed lerobot."""
+    code = (
+        "import json; from inference_server.backends.lerobot import robotwin_settings; "
+        f"print(json.dumps(robotwin_settings('act', {ROBOTWIN_CAMERA[0]}, {ROBOTWIN_CAMERA[1]})))"
+    )
+    done = run_lerobot(lerobot_python, "-c", code)
+    assert done.returncode == 0, done.stderr
+    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+@pytest.fixture(scope="module")
 def tiny_act(lerobot_python: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny ACT policy with LIBERO features, saved by LeRobot; built once, copied per test."""
     folder = tmp_path_factory.mktemp("lerobot") / "act"
     done = run_lerobot(lerobot_python, str(TINY), "build", str(folder), "--size", str(CAMERA))
+    assert done.returncode == 0, done.stderr
+    return folder
+
+
+@pytest.fixture(scope="module")
+def tiny_robotwin_act(lerobot_python: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny ACT policy with RoboTwin features: three cameras, 14-D state, 14-D action."""
+    folder = tmp_path_factory.mktemp("lerobot-robotwin") / "act"
+    size = "x".join(map(str, ROBOTWIN_CAMERA))
+    done = run_lerobot(lerobot_python, str(TINY), "build", str(folder), "--benchmark", "robotwin", "--size", size)
     assert done.returncode == 0, done.stderr
     return folder
 
@@ -113,7 +139,20 @@ def observation(rng: np.random.Generator) -> tuple[dict[str, np.ndarray], dict[s
     return images, state
 
 
-def direct_chunks(python: Path, folder: Path, work: Path, observations: list[Any], tasks: list[str]) -> np.ndarray:
+def robotwin_observation(rng: np.random.Generator) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """What RoboTwin's adapter sends: its three policy cameras and the 14 joint values."""
+    images = {name: rng.integers(0, 256, (*ROBOTWIN_CAMERA, 3), dtype=np.uint8) for name in POLICY_CAMERAS}
+    return images, {STATE_KEY: rng.normal(size=14)}
+
+
+def direct_chunks(
+    python: Path,
+    folder: Path,
+    work: Path,
+    observations: list[Any],
+    tasks: list[str],
+    benchmark: str = "libero",
+) -> np.ndarray:
     """What the LeRobot policy with its processors answers for each observation, one call each."""
     inputs = work / "inputs"
     inputs.mkdir()
@@ -122,9 +161,29 @@ def direct_chunks(python: Path, folder: Path, work: Path, observations: list[Any
             np.save(inputs / f"{i}.{name}.npy", array, allow_pickle=False)
     (inputs / "tasks.json").write_text(json.dumps(tasks))
     out = work / "direct.npy"
-    done = run_lerobot(python, str(TINY), "direct", str(folder), str(inputs), str(out))
+    done = run_lerobot(python, str(TINY), "direct", str(folder), str(inputs), str(out), "--benchmark", benchmark)
     assert done.returncode == 0, done.stderr
     return np.load(out, allow_pickle=False)
+
+
+def first_steps_together(
+    client: PolicyClient, digest: str, benchmark: str, observations: list[Any], tasks: list[str]
+) -> list[policy_pb2.SessionResponse]:
+    """One session per observation, each sending its first step once all are open."""
+    barrier = threading.Barrier(len(observations))
+
+    def step(index: int) -> policy_pb2.SessionResponse:
+        meta = policy_pb2.EpisodeMeta(benchmark=benchmark, episode_id=str(index), instruction=tasks[index])
+        session = client.open_session(digest, meta)
+        images, state = observations[index]
+        request = tensors.observation_request(0, 0, images, state)
+        barrier.wait()
+        response = session._exchange(request)
+        session.close()
+        return response
+
+    with ThreadPoolExecutor(len(observations)) as pool:
+        return list(pool.map(step, range(len(observations))))
 
 
 def test_four_concurrent_sessions_are_one_batch_equal_to_lerobot_called_directly(
@@ -143,26 +202,66 @@ def test_four_concurrent_sessions_are_one_batch_equal_to_lerobot_called_directly
         assert (reply.identity.chunk_length, reply.identity.action_dim) == (10, 7)
         settings = json.loads(reply.identity.backend_settings_json)
         assert (settings["policy_type"], settings["lerobot_version"]) == ("act", "0.4.4")
-        barrier = threading.Barrier(SESSIONS)
-
-        def step(index: int) -> policy_pb2.SessionResponse:
-            meta = policy_pb2.EpisodeMeta(benchmark="libero", episode_id=str(index), instruction=tasks[index])
-            session = client.open_session(reply.digest, meta)
-            images, state = observations[index]
-            request = tensors.observation_request(0, 0, images, state)
-            barrier.wait()
-            response = session._exchange(request)
-            session.close()
-            return response
-
-        with ThreadPoolExecutor(SESSIONS) as pool:
-            replies = list(pool.map(step, range(SESSIONS)))
+        replies = first_steps_together(client, reply.digest, "libero", observations, tasks)
     assert all(r.WhichOneof("kind") == "chunk" for r in replies), replies
     assert [r.chunk.batch_size for r in replies] == [SESSIONS] * SESSIONS
     served = np.stack([tensors.decode(r.chunk.actions, "chunk.actions") for r in replies])
     assert served.shape == (SESSIONS, 10, 7)
     np.testing.assert_allclose(served, expected, rtol=1e-5, atol=1e-5)
     assert not np.allclose(served[0], served[1])  # the rows are the sessions' own
+
+
+def test_robotwin_sessions_are_one_batch_equal_to_lerobot_called_directly(
+    lerobot_python: Path, tiny_robotwin_act: Path, robotwin_settings: dict[str, Any], tmp_path: Path
+) -> None:
+    """RoboTwin's cameras and joint state, as its adapter names them, reach the policy's features."""
+    sealed_copy(tiny_robotwin_act, tmp_path / "ckpt", robotwin_settings)
+    rng = np.random.default_rng(11)
+    observations = [robotwin_observation(rng) for _ in range(ROBOTWIN_SESSIONS)]
+    tasks = [f"hand over block {i}" for i in range(ROBOTWIN_SESSIONS)]
+    expected = direct_chunks(lerobot_python, tmp_path / "ckpt" / "act", tmp_path, observations, tasks, "robotwin")
+
+    proc = server(lerobot_python, tmp_path / "ckpt", tmp_path, "--batch-timeout-ms", "2000")
+    with proc.start(timeout_s=120), proc.client() as client:
+        reply = client.identity()
+        assert [(c.name, c.height, c.width) for c in reply.identity.cameras] == [
+            (name, *ROBOTWIN_CAMERA) for name in POLICY_CAMERAS
+        ]
+        assert [(s.name, s.length) for s in reply.identity.state] == [(STATE_KEY, 14)]
+        assert (reply.identity.chunk_length, reply.identity.action_dim) == (10, 14)
+        replies = first_steps_together(client, reply.digest, "robotwin", observations, tasks)
+    assert all(r.WhichOneof("kind") == "chunk" for r in replies), replies
+    assert [r.chunk.batch_size for r in replies] == [ROBOTWIN_SESSIONS] * ROBOTWIN_SESSIONS
+    served = np.stack([tensors.decode(r.chunk.actions, "chunk.actions") for r in replies])
+    assert served.shape == (ROBOTWIN_SESSIONS, 10, 14)
+    np.testing.assert_allclose(served, expected, rtol=1e-5, atol=1e-5)
+    assert not np.allclose(served[0], served[1])
+
+
+def test_a_camera_feeding_a_feature_the_policy_lacks_is_refused_at_seal_naming_it(
+    lerobot_python: Path, tiny_robotwin_act: Path, tmp_path: Path
+) -> None:
+    """A dataset's key that is not among config.json's input_features: exit 2 naming it, nothing written."""
+    code = (
+        "import json; from inference_server.backends.lerobot import robotwin_settings; "
+        f"print(json.dumps(robotwin_settings('act', {ROBOTWIN_CAMERA[0]}, {ROBOTWIN_CAMERA[1]}, "
+        "features={'head_camera': 'observation.images.top'})))"
+    )
+    done = run_lerobot(lerobot_python, "-c", code)
+    assert done.returncode == 0, done.stderr
+    settings_file = tmp_path / "robotwin.json"
+    settings_file.write_text(done.stdout.strip().splitlines()[-1])
+    folder = tmp_path / "act"
+    folder.mkdir()
+    for path in tiny_robotwin_act.iterdir():
+        (folder / path.name).write_bytes(path.read_bytes())
+    argv = ["-m", "inference_server.cli", "checkpoint", "seal", str(folder), "--backend", "lerobot"]
+    done = run_lerobot(lerobot_python, *argv, "--settings-file", str(settings_file))
+    assert done.returncode == 2, done.stderr
+    assert "settings.cameras[0].feature 'observation.images.top' is not an image feature of the policy" in done.stderr
+    assert "observation.images.cam_high" in done.stderr  # what the policy does take
+    assert "Traceback" not in done.stderr
+    assert not (folder / MANIFEST_NAME).exists()
 
 
 def dry_run_digest(python: Path, root: Path) -> str:
