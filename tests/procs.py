@@ -17,6 +17,7 @@ from pathlib import Path
 
 from evalfleet.local_fleet import WORKER_LINE, policy_argv, scheduler_argv, wait_serving, worker_argv
 from evalfleet.processes import ServiceProcess, free_port, wait_until
+from evalfleet.scheduler_api.client import SchedulerClient
 
 __all__ = [
     "WORKER_LINE",
@@ -28,6 +29,8 @@ __all__ = [
     "policy_steps_logged",
     "scheduler_argv",
     "self_signed_certificate",
+    "submit_libero",
+    "wait_settled",
     "wait_serving",
     "wait_until",
     "worker_argv",
@@ -88,3 +91,23 @@ def self_signed_certificate(directory: Path, host: str) -> tuple[Path, Path]:
         capture_output=True,
     )
     return key, cert
+
+
+def submit_libero(scheduler: str, policy: str, manifests: Path, submission_id: str, *extra: str) -> None:
+    """`scheduler submit` of every manifest in a folder on route libero, one episode a task, with the
+    checkpoint resolved from the inference server at `policy`, as a user would."""
+    run = cli(
+        "submit", "--server", scheduler, "--route", "libero", "--batch-size", "1", "--policy-server", policy,
+        "--submission-id", submission_id, *extra, "--manifest", *(str(p) for p in sorted(manifests.glob("*.json"))),
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+
+
+def wait_settled(client: SchedulerClient, submission_id: str, timeout: float) -> None:
+    """Waits until every task of a submission has succeeded or failed for good."""
+
+    def settled() -> bool:
+        tasks = client.status(submission_id).tasks
+        return tasks.succeeded + tasks.failed == tasks.total
+
+    wait_until(settled, timeout, f"every task of {submission_id} settled", period=0.5)

@@ -10,11 +10,10 @@ from __future__ import annotations
 import importlib.util
 import os
 import sqlite3
-import time
 from pathlib import Path
 
 import pytest
-from procs import cli
+from procs import cli, submit_libero, wait_settled
 
 from inference_server.checkpoint import seal
 from manifests import format as manifest_format
@@ -71,30 +70,12 @@ def test_two_workers_evaluate_real_libero_episodes(scheduler, tmp_path, start_po
     assert sorted(len(m) for m in manifests) == [2, 2]
 
     policy = start_policy("lib", root=libero_checkpoint(tmp_path / "checkpoints"))
-    run = cli(
-        "submit",
-        "--server",
-        scheduler.address,
-        "--route",
-        "libero",
-        "--batch-size",
-        "1",
-        "--policy-server",
-        policy.address,
-        "--submission-id",
-        "libero-e2e",
-        "--manifest",
-        *(str(path) for path in sorted(out.glob("*.json"))),
-    )
-    assert run.returncode == 0, run.stderr
+    submit_libero(scheduler.address, policy.address, out, "libero-e2e")
     for name in ("lw0", "lw1"):
         start_worker(scheduler.address, [policy.address], "--routes", "libero", worker_id=name)
 
     client = scheduler.client()
-    deadline = time.monotonic() + 420
-    while (status := client.status("libero-e2e").tasks).succeeded + status.failed < status.total:
-        assert time.monotonic() < deadline, f"not finished: {status}"
-        time.sleep(0.5)
+    wait_settled(client, "libero-e2e", 420)
 
     summary = client.summary("libero-e2e")
     assert summary.complete and summary.tasks.succeeded == 4, summary

@@ -16,7 +16,6 @@ import os
 import subprocess
 import sys
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -24,7 +23,7 @@ from typing import Any
 import numpy as np
 import pytest
 from inference_helpers import ServerProcess
-from procs import ServiceProcess, cli, policy_argv, wait_serving
+from procs import ServiceProcess, cli, policy_argv, submit_libero, wait_serving, wait_settled
 
 from benchmarks.robotwin.config import POLICY_CAMERAS
 from benchmarks.robotwin.episode import STATE_KEY
@@ -390,29 +389,11 @@ def test_real_libero_episodes_end_to_end(
     with policy:
         policy.start()
         wait_serving(policy.address, timeout=120)
-        run = cli(
-            "submit",
-            "--server",
-            scheduler.address,
-            "--route",
-            "libero",
-            "--batch-size",
-            "1",
-            "--policy-server",
-            policy.address,
-            "--submission-id",
-            "lerobot-e2e",
-            "--manifest",
-            *(str(path) for path in sorted(out.glob("*.json"))),
-        )
-        assert run.returncode == 0, run.stderr
+        submit_libero(scheduler.address, policy.address, out, "lerobot-e2e")
         for name in ("lw0", "lw1"):
             start_worker(scheduler.address, [policy.address], "--routes", "libero", worker_id=name)
         client = scheduler.client()
-        deadline = time.monotonic() + 480
-        while (status := client.status("lerobot-e2e").tasks).succeeded + status.failed < status.total:
-            assert time.monotonic() < deadline, f"not finished: {status}\n{policy.log_path.read_text()}"
-            time.sleep(0.5)
+        wait_settled(client, "lerobot-e2e", 480)
         with PolicyClient(policy.address) as policy_client:
             load = policy_client.identity().load
     summary = client.summary("lerobot-e2e")

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from openpi_helpers import OpenpiServer, make_remote_checkpoint
-from procs import cli
+from procs import cli, submit_libero, wait_settled, wait_until
 
 from evalfleet.processes import free_port
 from evalfleet.v1 import scheduler_pb2
@@ -48,12 +48,7 @@ def test_libero_episodes_through_openpi_survive_a_killed_remote(scheduler, tmp_p
             chunk_length=2,
         )
         policy = start_policy("pi05", root=root)
-        run = cli(
-            "submit", "--server", scheduler.address, "--route", "libero", "--batch-size", "1",
-            "--max-attempts", "4", "--policy-server", policy.address, "--submission-id", "remote-e2e",
-            "--manifest", *(str(path) for path in sorted(out.glob("*.json"))),
-        )  # fmt: skip
-        assert run.returncode == 0, run.stderr
+        submit_libero(scheduler.address, policy.address, out, "remote-e2e", "--max-attempts", "4")
         start_worker(scheduler.address, [policy.address], "--routes", "libero", worker_id="lw0")
 
         client = scheduler.client()
@@ -61,14 +56,11 @@ def test_libero_episodes_through_openpi_survive_a_killed_remote(scheduler, tmp_p
         openpi.wait_for_line(lambda line: "answered prompt=" in line and "warm up" not in line, timeout=300)
         openpi.kill()
         deadline = time.monotonic() + 300
-        while not _rows(scheduler.db, "SELECT 1 FROM attempts WHERE outcome = 'failed'"):
-            assert time.monotonic() < deadline, "no attempt failed while the remote was down"
-            time.sleep(0.1)
+        failed_attempt = "SELECT 1 FROM attempts WHERE outcome = 'failed'"
+        wait_until(lambda: _rows(scheduler.db, failed_attempt), 300, "an attempt failed while the remote was down")
         openpi.run()
 
-        while (status := client.status("remote-e2e").tasks).succeeded + status.failed < status.total:
-            assert time.monotonic() < deadline, f"not finished: {status}"
-            time.sleep(0.5)
+        wait_settled(client, "remote-e2e", max(1.0, deadline - time.monotonic()))
         summary = client.summary("remote-e2e")
         assert summary.complete and summary.tasks.succeeded == 2, summary
         assert (summary.episodes_planned, summary.episodes_completed) == (2, 2)
