@@ -29,6 +29,7 @@ __all__ = [
     "policy_steps_logged",
     "scheduler_argv",
     "self_signed_certificate",
+    "build_libero_manifests",
     "submit_libero",
     "wait_settled",
     "wait_serving",
@@ -91,6 +92,16 @@ def self_signed_certificate(directory: Path, host: str) -> tuple[Path, Path]:
         capture_output=True,
     )
     return key, cert
+
+
+def build_libero_manifests(out: Path, tasks: str, trials: int, camera: int, max_steps: int) -> None:
+    """`scheduler manifest build libero` of libero_object tasks into `out`, with 2 wait steps, as a user would."""
+    run = cli(
+        "manifest", "build", "libero", "--out", str(out), "--suite", "libero_object", "--tasks", tasks,
+        "--trials", str(trials), "--camera-size", str(camera), "--wait-steps", "2", "--max-steps", str(max_steps),
+        timeout=300,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
 
 
 def submit_libero(scheduler: str, policy: str, manifests: Path, submission_id: str, *extra: str) -> None:

@@ -13,7 +13,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from procs import cli, submit_libero, wait_settled
+from procs import build_libero_manifests, submit_libero, wait_settled
 
 from inference_server.checkpoint import seal
 from manifests import format as manifest_format
@@ -45,27 +45,7 @@ def libero_checkpoint(root: Path) -> Path:
 
 def test_two_workers_evaluate_real_libero_episodes(scheduler, tmp_path, start_policy, start_worker):
     out = tmp_path / "manifests"
-    run = cli(
-        "manifest",
-        "build",
-        "libero",
-        "--out",
-        str(out),
-        "--suite",
-        "libero_object",
-        "--tasks",
-        "0-1",
-        "--trials",
-        "2",
-        "--camera-size",
-        str(CAMERA),
-        "--wait-steps",
-        "2",
-        "--max-steps",
-        str(MAX_STEPS),
-        timeout=300,
-    )
-    assert run.returncode == 0, run.stderr
+    build_libero_manifests(out, "0-1", 2, CAMERA, MAX_STEPS)
     manifests = [manifest_format.read(path) for path in sorted(out.glob("*.json"))]
     assert sorted(len(m) for m in manifests) == [2, 2]
 

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import pytest
 from inference_helpers import ServerProcess
-from procs import ServiceProcess, cli, policy_argv, submit_libero, wait_serving, wait_settled
+from procs import ServiceProcess, build_libero_manifests, policy_argv, submit_libero, wait_serving, wait_settled
 
 from benchmarks.robotwin.config import POLICY_CAMERAS
 from benchmarks.robotwin.episode import STATE_KEY
@@ -60,28 +60,24 @@ def run_lerobot(python: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([str(python), *args], capture_output=True, text=True, timeout=240)
 
 
+def backend_settings(python: Path, call: str) -> dict[str, Any]:
+    """What `inference_server.backends.lerobot.<call>` returns, evaluated in the lerobot virtualenv."""
+    code = f"import json; from inference_server.backends import lerobot; print(json.dumps(lerobot.{call}))"
+    done = run_lerobot(python, "-c", code)
+    assert done.returncode == 0, done.stderr
+    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
 @pytest.fixture(scope="module")
 def libero_settings(lerobot_python: Path) -> dict[str, Any]:
     """The backend's LIBERO settings for the installed lerobot, read from the backend itself."""
-    code = (
-        "import json; from inference_server.backends.lerobot import libero_settings; "
-        f"print(json.dumps(libero_settings('act', {CAMERA})))"
-    )
-    done = run_lerobot(lerobot_python, "-c", code)
-    assert done.returncode == 0, done.stderr
-    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+    return backend_settings(lerobot_python, f"libero_settings('act', {CAMERA})")
 
 
 @pytest.fixture(scope="module")
 def robotwin_settings(lerobot_python: Path) -> dict[str, Any]:
     """The backend's RoboTwin settings (ALOHA-style feature names) for the installed lerobot."""
-    code = (
-        "import json; from inference_server.backends.lerobot import robotwin_settings; "
-        f"print(json.dumps(robotwin_settings('act', {ROBOTWIN_CAMERA[0]}, {ROBOTWIN_CAMERA[1]})))"
-    )
-    done = run_lerobot(lerobot_python, "-c", code)
-    assert done.returncode == 0, done.stderr
-    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+    return backend_settings(lerobot_python, f"robotwin_settings('act', {ROBOTWIN_CAMERA[0]}, {ROBOTWIN_CAMERA[1]})")
 
 
 @pytest.fixture(scope="module")
@@ -362,27 +358,7 @@ def test_real_libero_episodes_end_to_end(
 ) -> None:
     """Scheduler -> two renderer workers (main virtualenv, real LIBERO) -> this backend's server."""
     out = tmp_path / "manifests"
-    run = cli(
-        "manifest",
-        "build",
-        "libero",
-        "--out",
-        str(out),
-        "--suite",
-        "libero_object",
-        "--tasks",
-        "0",
-        "--trials",
-        "2",
-        "--camera-size",
-        str(CAMERA),
-        "--wait-steps",
-        "2",
-        "--max-steps",
-        str(LIBERO_STEPS),
-        timeout=300,
-    )
-    assert run.returncode == 0, run.stderr
+    build_libero_manifests(out, "0", 2, CAMERA, LIBERO_STEPS)
     sealed_copy(tiny_act, tmp_path / "checkpoints", libero_settings)
     argv = policy_argv("act", tmp_path / "checkpoints", port=free_port())
     policy = ServiceProcess([str(lerobot_python), *argv[1:]], tmp_path / "policy.log")

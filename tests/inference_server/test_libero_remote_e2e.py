@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from openpi_helpers import OpenpiServer, make_remote_checkpoint
-from procs import cli, submit_libero, wait_settled, wait_until
+from procs import build_libero_manifests, submit_libero, wait_settled, wait_until
 
 from evalfleet.processes import free_port
 from evalfleet.v1 import scheduler_pb2
@@ -32,12 +32,7 @@ MAX_STEPS = 6
 
 def test_libero_episodes_through_openpi_survive_a_killed_remote(scheduler, tmp_path, start_policy, start_worker):
     out = tmp_path / "manifests"
-    run = cli(
-        "manifest", "build", "libero", "--out", str(out), "--suite", "libero_object", "--tasks", "0-1",
-        "--trials", "1", "--camera-size", str(CAMERA), "--wait-steps", "2", "--max-steps", str(MAX_STEPS),
-        timeout=300,
-    )  # fmt: skip
-    assert run.returncode == 0, run.stderr
+    build_libero_manifests(out, "0-1", 1, CAMERA, MAX_STEPS)
 
     openpi = OpenpiServer(free_port(), tmp_path / "openpi.log").run()
     try:
