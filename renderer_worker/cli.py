@@ -141,6 +141,8 @@ def _versions(device: render_device.RenderDevice) -> dict[str, str]:
     from importlib.metadata import PackageNotFoundError, version
 
     versions = {"python": platform.python_version(), "render": device.environment.get("MUJOCO_GL", "")}
+    if device.gpu_uuid:
+        versions["egl_device"] = str(device.egl_index)  # MUJOCO_EGL_DEVICE_ID, found by the GPU's UUID
     for package in ("evalfleet", "numpy", "grpcio", "mujoco", "robosuite", "libero", "sapien"):
         try:
             versions[package] = version(package)
