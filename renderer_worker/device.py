@@ -65,16 +65,16 @@ def cpu() -> RenderDevice:
 
 
 def gpu(
-    uuid: str, gpus: Callable[[], dict[str, int]] | None = None, egl_devices: EglLister = egl.devices_in_child
+    uuid: str, list_gpus: Callable[[], dict[str, int]] | None = None, egl_devices: EglLister = egl.devices_in_child
 ) -> RenderDevice:
     """Finds the GPU with this UUID and its EGL device; DeviceError if either is missing.
 
-    ``gpus`` (UUID -> NVML index; default NVML, else nvidia-smi) and ``egl_devices`` (EGL's device
-    list under an environment; default a child process asking EGL) are the two hardware queries.
+    ``list_gpus`` (UUID -> NVML index; default ``gpus``) and ``egl_devices`` (EGL's device list under
+    an environment; default a child process asking EGL) are the two hardware queries.
     """
     if not _UUID_RE.match(uuid):
         raise DeviceError(f"--gpu-uuid {uuid!r} is not a GPU UUID (GPU-xxxxxxxx-...; see `nvidia-smi -L`)")
-    found = (gpus or _gpus)()
+    found = (list_gpus or gpus)()
     if uuid not in found:
         listed = ", ".join(found) or "none"
         raise DeviceError(f"--gpu-uuid {uuid} is not on this machine (GPUs here: {listed})")
@@ -113,8 +113,8 @@ def egl_device_index(uuid: str, devices: Sequence[egl.EglDevice]) -> int:
     )
 
 
-def _gpus() -> dict[str, int]:
-    """UUID -> index of every GPU on this machine."""
+def gpus() -> dict[str, int]:
+    """UUID -> NVML index of every GPU on this machine (NVML, else nvidia-smi); {} where there is none."""
     try:
         import pynvml  # optional: the [gpu] extra
     except ImportError:

@@ -65,7 +65,7 @@ CASES = [
 @pytest.mark.parametrize(("uuid", "nvml_index", "position", "count"), CASES)
 def test_robosuite_renders_on_the_egl_device_that_is_the_gpu(uuid, nvml_index, position, count):
     chosen = device.gpu(
-        uuid, gpus=lambda: {OTHER: 7, uuid: nvml_index}, egl_devices=_egl_list_double(uuid, position, count)
+        uuid, list_gpus=lambda: {OTHER: 7, uuid: nvml_index}, egl_devices=_egl_list_double(uuid, position, count)
     )
     assert (chosen.gpu_index, chosen.egl_index) == (nvml_index, position)
     environment = chosen.environment
@@ -92,7 +92,7 @@ def test_a_uuid_that_is_no_egl_device_is_refused_with_the_devices_listed():
     uuid = "GPU-12345678-aaaa-bbbb-cccc-1234567890ab"
     # The real EGL query of this machine: Mesa's software device, which is no GPU.
     with pytest.raises(device.DeviceError) as caught:
-        device.gpu(uuid, gpus=lambda: {uuid: 0})
+        device.gpu(uuid, list_gpus=lambda: {uuid: 0})
     message = str(caught.value)
     assert message.startswith(f"--gpu-uuid {uuid} is no EGL device here, so MuJoCo cannot render on it")
     assert "0: no GPU UUID (EGL_MESA_device_software" in message
@@ -115,7 +115,7 @@ def test_a_failed_egl_query_is_a_device_error():
     uuid = CASES[1][0]
     with pytest.raises(device.DeviceError, match=f"--gpu-uuid {uuid}: cannot list EGL devices to render on: "):
         device.gpu(
-            uuid, gpus=lambda: {uuid: 0}, egl_devices=lambda env: devices_in_child({**env, "PYOPENGL_PLATFORM": "x"})
+            uuid, list_gpus=lambda: {uuid: 0}, egl_devices=lambda env: devices_in_child({**env, "PYOPENGL_PLATFORM": "x"})
         )
 
 
