@@ -34,6 +34,8 @@ from renderer_worker import egl
 _UUID_RE = re.compile(r"^(GPU|MIG)-[0-9A-Za-z-]+$")
 
 EglLister = Callable[[Mapping[str, str]], Sequence[egl.EglDevice]]
+# Routes whose simulator renders with MuJoCo, hence with EGL on a GPU (RoboTwin's SAPIEN uses Vulkan).
+EGL_ROUTES = frozenset({"libero"})
 
 
 class DeviceError(ValueError):
@@ -44,12 +46,14 @@ class DeviceError(ValueError):
 class RenderDevice:
     gpu_uuid: str  # empty for the CPU
     gpu_index: int  # NVML index, -1 for the CPU
-    egl_index: int = -1  # position in EGL's device list (MUJOCO_EGL_DEVICE_ID), -1 for the CPU
+    egl_index: int = -1  # position in EGL's device list (MUJOCO_EGL_DEVICE_ID); -1: the CPU, or no MuJoCo route
 
     @property
     def environment(self) -> dict[str, str]:
         if not self.gpu_uuid:
             return {"CUDA_VISIBLE_DEVICES": "", "MUJOCO_GL": "osmesa", "PYOPENGL_PLATFORM": "osmesa"}
+        if self.egl_index < 0:
+            return {"CUDA_VISIBLE_DEVICES": self.gpu_uuid, "EVAL_GPU_UUID": self.gpu_uuid}
         return {
             **egl_query_environment(self.gpu_uuid),
             "CUDA_VISIBLE_DEVICES": cuda_visible_devices(self.gpu_uuid, self.egl_index),
@@ -65,12 +69,15 @@ def cpu() -> RenderDevice:
 
 
 def gpu(
-    uuid: str, list_gpus: Callable[[], dict[str, int]] | None = None, egl_devices: EglLister = egl.devices_in_child
+    uuid: str,
+    list_gpus: Callable[[], dict[str, int]] | None = None,
+    egl_devices: EglLister | None = egl.devices_in_child,
 ) -> RenderDevice:
     """Finds the GPU with this UUID and its EGL device; DeviceError if either is missing.
 
     ``list_gpus`` (UUID -> NVML index; default ``gpus``) and ``egl_devices`` (EGL's device list under
-    an environment; default a child process asking EGL) are the two hardware queries.
+    an environment; default a child process asking EGL; None for a worker with no MuJoCo route) are
+    the two hardware queries.
     """
     if not _UUID_RE.match(uuid):
         raise DeviceError(f"--gpu-uuid {uuid!r} is not a GPU UUID (GPU-xxxxxxxx-...; see `nvidia-smi -L`)")
@@ -78,6 +85,8 @@ def gpu(
     if uuid not in found:
         listed = ", ".join(found) or "none"
         raise DeviceError(f"--gpu-uuid {uuid} is not on this machine (GPUs here: {listed})")
+    if egl_devices is None:
+        return RenderDevice(gpu_uuid=uuid, gpu_index=found[uuid])
     try:
         devices = egl_devices(egl_query_environment(uuid))
     except (egl.EglQueryError, OSError, subprocess.SubprocessError) as exc:

@@ -115,10 +115,19 @@ def test_a_failed_egl_query_is_a_device_error():
     uuid = CASES[1][0]
     with pytest.raises(device.DeviceError, match=f"--gpu-uuid {uuid}: cannot list EGL devices to render on: "):
         device.gpu(
-            uuid, list_gpus=lambda: {uuid: 0}, egl_devices=lambda env: devices_in_child({**env, "PYOPENGL_PLATFORM": "x"})
+            uuid,
+            list_gpus=lambda: {uuid: 0},
+            egl_devices=lambda env: devices_in_child({**env, "PYOPENGL_PLATFORM": "x"}),
         )
 
 
 def test_uuid_bytes_are_written_as_nvml_writes_them():
     raw = bytes.fromhex("8932f937d72c4106c12f20bd9faed9f6")
     assert format_gpu_uuid(raw) == "GPU-8932f937-d72c-4106-c12f-20bd9faed9f6"
+
+
+def test_a_worker_without_a_mujoco_route_asks_egl_nothing_and_shows_cuda_the_gpu():
+    uuid = CASES[0][0]
+    chosen = device.gpu(uuid, list_gpus=lambda: {uuid: 0}, egl_devices=None)
+    assert chosen.environment == {"CUDA_VISIBLE_DEVICES": uuid, "EVAL_GPU_UUID": uuid}
+    assert "robotwin" not in device.EGL_ROUTES and "libero" in device.EGL_ROUTES
