@@ -109,10 +109,10 @@ def cuda_visible_devices(uuid: str, egl_index: int) -> str:
 
 def egl_device_index(uuid: str, devices: Sequence[egl.EglDevice]) -> int:
     """The position in EGL's device list of the device that is GPU ``uuid``; DeviceError unless exactly one."""
-    matches = [device.index for device in devices if device.gpu_uuid.lower() == uuid.lower()]
+    matches = [device.index for device in devices if device.is_gpu(uuid)]
     if len(matches) == 1:
         return matches[0]
-    listed = "; ".join(f"{d.index}: {d.gpu_uuid or 'no GPU UUID'} ({d.extensions or 'no extensions'})" for d in devices)
+    listed = "; ".join(device.describe() for device in devices)
     if matches:
         raise DeviceError(f"--gpu-uuid {uuid} is EGL devices {matches}, expected exactly one (EGL devices: {listed})")
     hint = " (a MIG instance has no graphics; render on a whole GPU)" if uuid.startswith("MIG-") else ""

@@ -2,9 +2,10 @@
 
 ``MUJOCO_EGL_DEVICE_ID``, read by MuJoCo's own ``mujoco.egl`` and by robosuite's EGL context, is a
 position in the list ``eglQueryDevicesEXT`` returns. Nothing promises that list is in NVML's or
-CUDA's order, so a worker given a GPU by UUID asks EGL which device is that GPU: by the device's
-UUID (``EGL_EXT_device_persistent_id``) where the driver reports one, else by the CUDA device the
-device is (``EGL_NV_device_cuda``), whose UUID the CUDA driver tells.
+CUDA's order, so a worker given a GPU by UUID asks EGL which device is that GPU, both ways the
+NVIDIA driver can tell: the device's UUID (``EGL_EXT_device_persistent_id``), and the CUDA device
+the EGL device is (``EGL_NV_device_cuda``), whose UUID the CUDA driver tells. A device matches when
+either names the GPU; two devices matching one GPU is an error, never a guess.
 
 The query runs in a child process (``python -m renderer_worker.egl``) under the render environment
 the episode processes get, so it sees their device list (same driver, same CUDA-visible devices),
@@ -37,12 +38,25 @@ class EglQueryError(RuntimeError):
 
 @dataclass(frozen=True)
 class EglDevice:
-    """One entry of ``eglQueryDevicesEXT``'s list and the GPU it is, as far as the driver says."""
+    """One entry of ``eglQueryDevicesEXT``'s list and the GPU it is, as far as the driver says.
+
+    UUIDs are written as NVML writes them (GPU-xxxxxxxx-…); "" where the driver does not say (Mesa's
+    software device says neither).
+    """
 
     index: int  # what MUJOCO_EGL_DEVICE_ID means: the position in eglQueryDevicesEXT's list
-    gpu_uuid: str  # "GPU-…" as NVML writes it; "" when the device names no GPU (e.g. Mesa's software one)
-    source: str  # the extension that told the UUID: EGL_EXT_device_persistent_id, EGL_NV_device_cuda or ""
     extensions: str  # the device's own extension string
+    persistent_uuid: str = ""  # EGL_EXT_device_persistent_id's EGL_DEVICE_UUID_EXT
+    cuda_uuid: str = ""  # the UUID of the CUDA device EGL_NV_device_cuda names
+
+    def is_gpu(self, uuid: str) -> bool:
+        return uuid.lower() in {self.persistent_uuid.lower(), self.cuda_uuid.lower()} - {""}
+
+    def describe(self) -> str:
+        said = [
+            f"{name} {value}" for name, value in (("UUID", self.persistent_uuid), ("CUDA", self.cuda_uuid)) if value
+        ]
+        return f"{self.index}: {', '.join(said) or 'no GPU UUID'} ({self.extensions or 'no extensions'})"
 
 
 def format_gpu_uuid(raw: bytes) -> str:
@@ -107,25 +121,37 @@ def query_devices() -> list[EglDevice]:
     devices = []
     for index in range(count.value):
         extensions = (query_string(handles[index], EGL_EXTENSIONS) or b"").decode(errors="replace")
-        uuid, source = _device_uuid(handles[index], extensions.split(), query_attrib, query_binary)
-        devices.append(EglDevice(index=index, gpu_uuid=uuid, source=source, extensions=extensions))
+        names = extensions.split()
+        devices.append(
+            EglDevice(
+                index=index,
+                extensions=extensions,
+                persistent_uuid=_persistent_uuid(handles[index], names, query_binary),
+                cuda_uuid=_cuda_uuid(handles[index], names, query_attrib),
+            )
+        )
     return devices
 
 
-def _device_uuid(handle: Any, extensions: list[str], query_attrib: Any, query_binary: Any) -> tuple[str, str]:
-    """The GPU UUID this device reports, and the extension that reported it; ("", "") if none does."""
-    if "EGL_EXT_device_persistent_id" in extensions and query_binary is not None:
-        raw = (ctypes.c_ubyte * 16)()
-        size = ctypes.c_int32()
-        if query_binary(handle, EGL_DEVICE_UUID_EXT, 16, raw, ctypes.byref(size)) and size.value == 16:
-            return format_gpu_uuid(bytes(raw)), "EGL_EXT_device_persistent_id"
-    if "EGL_NV_device_cuda" in extensions and query_attrib is not None:
-        ordinal = ctypes.c_ssize_t(-1)
-        if query_attrib(handle, EGL_CUDA_DEVICE_NV, ctypes.byref(ordinal)) and ordinal.value >= 0:
-            uuid = _cuda_device_uuid(ordinal.value)
-            if uuid:
-                return uuid, "EGL_NV_device_cuda"
-    return "", ""
+def _persistent_uuid(handle: Any, extensions: list[str], query_binary: Any) -> str:
+    """EGL_DEVICE_UUID_EXT of the device, "" where it has no EGL_EXT_device_persistent_id."""
+    if "EGL_EXT_device_persistent_id" not in extensions or query_binary is None:
+        return ""
+    raw = (ctypes.c_ubyte * 16)()
+    size = ctypes.c_int32()
+    if query_binary(handle, EGL_DEVICE_UUID_EXT, 16, raw, ctypes.byref(size)) and size.value == 16:
+        return format_gpu_uuid(bytes(raw))
+    return ""
+
+
+def _cuda_uuid(handle: Any, extensions: list[str], query_attrib: Any) -> str:
+    """UUID of the CUDA device the EGL device is (EGL_NV_device_cuda), "" where it does not say."""
+    if "EGL_NV_device_cuda" not in extensions or query_attrib is None:
+        return ""
+    ordinal = ctypes.c_ssize_t(-1)
+    if query_attrib(handle, EGL_CUDA_DEVICE_NV, ctypes.byref(ordinal)) and ordinal.value >= 0:
+        return _cuda_device_uuid(ordinal.value)
+    return ""
 
 
 def _cuda_device_uuid(ordinal: int) -> str:

@@ -2,8 +2,8 @@
 
 On a machine with NVIDIA GPUs (a few minutes; figures go to BENCHMARKS.md):
 
-1. for every GPU NVML lists, the EGL device the worker would render on (by the GPU's UUID), how EGL
-   identified it, and a check that no two GPUs got the same EGL device;
+1. for every GPU NVML lists, the EGL device the worker would render on (by the GPU's UUID), what EGL
+   says of it (device UUID, CUDA device's UUID), and a check that no two GPUs got the same EGL device;
 2. a real evaluation of one LIBERO trial on the first GPU (or --gpu-uuid): `scheduler manifest build`
    (rendering with the GPU's environment too), a scheduler, an inference server with the
    `deterministic` reference policy reading both cameras, and one `renderer-worker --gpu-uuid`, as
@@ -68,7 +68,7 @@ def check_egl_choice() -> dict[str, device.RenderDevice]:
         except (device.DeviceError, egl.EglQueryError) as exc:
             _fail(str(exc))
         mine = listed[chosen[uuid].egl_index]
-        print(f"GPU {nvml_index} {uuid}: EGL device {mine.index} of {len(listed)} (identified by {mine.source})")
+        print(f"GPU {nvml_index} {uuid}: EGL device {mine.describe()}, of {len(listed)} EGL devices")
     egl_indexes = [render.egl_index for render in chosen.values()]
     if len(set(egl_indexes)) != len(egl_indexes):
         _fail(f"two GPUs got the same EGL device: {egl_indexes}")

@@ -30,11 +30,14 @@ def _egl_list_double(target: str, position: int, count: int) -> device.EglLister
     """EGL's device list with GPU ``target`` at ``position`` among ``count`` (the others: another GPU, Mesa)."""
 
     def listed(environment: object) -> list[EglDevice]:
-        others = [OTHER, ""]
+        # The target says its UUID one way or the other; another GPU and a software device fill the rest.
+        target_says = {"persistent_uuid": target} if position % 2 else {"cuda_uuid": target}
         return [
-            EglDevice(i, target, "EGL_NV_device_cuda", "EGL_NV_device_cuda")
+            EglDevice(i, "EGL_NV_device_cuda", **target_says)
             if i == position
-            else EglDevice(i, others[i % 2], "", "")
+            else EglDevice(i, "EGL_NV_device_cuda", cuda_uuid=OTHER)
+            if i % 2
+            else EglDevice(i, "EGL_MESA_device_software")
             for i in range(count)
         ]
 
@@ -101,12 +104,13 @@ def test_a_uuid_that_is_no_egl_device_is_refused_with_the_devices_listed():
 def test_the_real_egl_query_lists_this_machines_devices_in_order():
     devices = devices_in_child(device.egl_query_environment(OTHER))
     assert [d.index for d in devices] == list(range(len(devices))) and len(devices) >= 1
-    assert "EGL_MESA_device_software" in devices[0].extensions and devices[0].gpu_uuid == ""
+    assert "EGL_MESA_device_software" in devices[0].extensions
+    assert (devices[0].persistent_uuid, devices[0].cuda_uuid) == ("", "")
 
 
 def test_two_egl_devices_claiming_one_gpu_are_refused():
     uuid = CASES[1][0]
-    listed = [EglDevice(0, uuid, "EGL_NV_device_cuda", ""), EglDevice(1, uuid.upper(), "EGL_NV_device_cuda", "")]
+    listed = [EglDevice(0, "", cuda_uuid=uuid), EglDevice(1, "", persistent_uuid=uuid.upper(), cuda_uuid=OTHER)]
     with pytest.raises(device.DeviceError, match=r"is EGL devices \[0, 1\], expected exactly one"):
         device.egl_device_index(uuid, listed)
 
