@@ -94,12 +94,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
-        device = render_device.gpu(args.gpu_uuid) if args.gpu_uuid else render_device.cpu()
-        token = read_token(args.token_file) if args.token_file else None
-        adapter_options = parse_adapter_options(args.adapter_option)
         routes = [route.strip() for route in args.routes.split(",") if route.strip()]
         if not routes:
             raise ValueError("--routes names no route")
+        device = _render_device(args.gpu_uuid, routes)
+        token = read_token(args.token_file) if args.token_file else None
+        adapter_options = parse_adapter_options(args.adapter_option)
         if args.concurrency < 1:
             raise ValueError("--concurrency must be >= 1")
         if not args.policy_timeout > 0:
@@ -137,10 +137,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_BAD_INPUT
 
 
+def _render_device(gpu_uuid: str | None, routes: Sequence[str]) -> render_device.RenderDevice:
+    """The CPU, or the GPU and, when a route renders with MuJoCo, its EGL device."""
+    if not gpu_uuid:
+        return render_device.cpu()
+    if render_device.EGL_ROUTES.isdisjoint(routes):
+        return render_device.gpu(gpu_uuid, egl_devices=None)
+    return render_device.gpu(gpu_uuid)
+
+
 def _versions(device: render_device.RenderDevice) -> dict[str, str]:
     from importlib.metadata import PackageNotFoundError, version
 
     versions = {"python": platform.python_version(), "render": device.environment.get("MUJOCO_GL", "")}
+    if device.egl_index >= 0:
+        versions["egl_device"] = str(device.egl_index)  # MUJOCO_EGL_DEVICE_ID, found by the GPU's UUID
     for package in ("evalfleet", "numpy", "grpcio", "mujoco", "robosuite", "libero", "sapien"):
         try:
             versions[package] = version(package)
