@@ -1,7 +1,7 @@
 """How an episode was run is pinned by the evaluation and recorded with its result.
 
 Actions executed per chunk come from the checkpoint's identity, or the submission's override (part
-of its definition, carried in the lease). Each result
+of its definition, carried in the lease); a worker flag can no longer change them. Each result
 records the value that ran and, when a `remote` backend answered, the remote it came from; the
 summary, RESULTS.json and the dashboard say "remote, unsealed" and when the episodes of one
 submission were run differently. A version-2 database is upgraded with its results "not recorded".
@@ -10,14 +10,22 @@ submission were run differently. A version-2 database is upgraded with its resul
 from __future__ import annotations
 
 import json
+import math
 import sqlite3
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
-from procs import cli
+from procs import cli, wait_until
 
+from benchmarks.synthetic.adapter import REFERENCE_POLICY_SETTINGS
 from benchmarks.synthetic.manifest import build_synthetic
+from evalfleet.policy_api.client import PolicyClient
 from evalfleet.scheduler_api.errors import Conflict
 from evalfleet.v1 import scheduler_pb2 as pb
+from inference_server.checkpoint import seal
+from manifests.format import write
 from scheduler.store.schema import VERSION_3_COLUMNS
 
 pytestmark = pytest.mark.timeout(180)
@@ -136,3 +144,61 @@ def test_a_version_2_database_is_upgraded_and_its_results_read_not_recorded(star
     client.submit([manifest], "synthetic", batch_size=2, submission_id="new", execute_steps=4)
     lease = client.claim("w1", ["synthetic"])
     assert (lease.submission_id, lease.execute_steps) == ("new", 4)
+
+
+def _digest(address: str) -> str:
+    with PolicyClient(address) as policy:
+        return policy.identity().digest
+
+
+def _results(client, submission_id: str) -> list[pb.EpisodeResult]:
+    return [
+        stored.result
+        for task in client.tasks(pb.TaskSelector(submission_id=submission_id)).tasks
+        for stored in client.task(task.task_id).episodes
+    ]
+
+
+def test_workers_run_what_the_checkpoint_declares_or_the_submission_overrides(
+    scheduler, start_policy, start_worker, tmp_path
+):
+    root = tmp_path / "checkpoints"
+    (root / "three-of-four").mkdir(parents=True)
+    seal(root / "three-of-four", "deterministic", {**REFERENCE_POLICY_SETTINGS, "chunk_length": 4, "execute_steps": 3})
+    policy = start_policy("three-of-four", root=root)
+    client = scheduler.client()
+    manifest_path = write(build_synthetic(4, seed=9, mean_seconds=1.0), tmp_path)
+    env = {"EVALFLEET_SCHEDULER": scheduler.address}
+    base = ("submit", "--route", "synthetic", "--batch-size", "2", "--policy-server", policy.address)
+    base += ("--manifest", str(manifest_path))
+    assert cli(*base, "--submission-id", "declared", env=env).returncode == 0
+    assert cli(*base, "--submission-id", "whole", "--execute-steps", "0", env=env).returncode == 0
+    past = cli(*base, "--submission-id", "past", "--execute-steps", "9", env=env)
+    assert past.returncode == 2 and "chunks of 4" in past.stderr and len(past.stderr.strip().splitlines()) == 1
+
+    start_worker(scheduler.address, [policy.address], "--adapter-option", "synthetic.time_scale=0")
+    wait_until(lambda: client.status().tasks.succeeded == 4, 120, "both submissions done")
+
+    for submission_id, executed in (("declared", 3), ("whole", 4)):
+        results = _results(client, submission_id)
+        assert len(results) == 4 and all(r.execute_steps == executed for r in results), results
+        for result in results:
+            # One policy call per `executed` actions: the episode really ran them that way.
+            assert json.loads(result.info_json)["policy_steps"] == math.ceil(result.steps / executed)
+        summary = client.summary(submission_id)
+        assert [(g.execute_steps, g.HasField("remote")) for g in summary.provenance] == [(executed, False)]
+    assert client.summary("whole").execute_steps == 0 and not client.summary("declared").HasField("execute_steps")
+    assert _digest(policy.address) == client.summary("declared").checkpoint
+
+
+@pytest.mark.parametrize("argv", [["--execute-steps", "5"], ["--execute-steps=5"], ["--execute-steps"]])
+def test_the_worker_flag_is_gone_and_says_where_the_setting_lives(argv: list[str], tmp_path: Path) -> None:
+    run = subprocess.run(
+        [sys.executable, "-m", "renderer_worker.cli", "--policy", "127.0.0.1:1", "--cpu", *argv],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert run.returncode == 2
+    (line,) = run.stderr.strip().splitlines()
+    assert "evalfleet-checkpoint.json" in line and "scheduler submit --execute-steps" in line
