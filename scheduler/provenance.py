@@ -18,27 +18,33 @@ from typing import Any
 from evalfleet.v1 import scheduler_pb2 as pb
 
 REMOTE_UNSEALED = "remote, unsealed"
+RemoteKey = tuple[str, str, str, bool]  # dialect, url, handshake_sha256, sealed
 
 
 def _execute_steps(group: pb.EpisodeProvenance) -> int | None:
     return group.execute_steps if group.HasField("execute_steps") else None
 
 
-def _remote_key(group: pb.EpisodeProvenance) -> tuple[str, str, str, bool] | None:
+def _remote_key(group: pb.EpisodeProvenance) -> RemoteKey | None:
     if not group.HasField("remote"):
         return None
     remote = group.remote
     return (remote.dialect, remote.url, remote.handshake_sha256, remote.sealed)
 
 
-def document(summary: pb.GetSummaryResponse) -> dict[str, Any]:
-    """The provenance section of RESULTS.json and of the dashboard's submission entry."""
-    groups = list(summary.provenance)
+def _tally(summary: pb.GetSummaryResponse) -> tuple[Counter[int | None], Counter[RemoteKey | None]]:
+    """Episodes by execute_steps (None: not recorded) and by remote (None: served in-process)."""
     steps: Counter[int | None] = Counter()
-    remotes: Counter[tuple[str, str, str, bool] | None] = Counter()
-    for group in groups:
+    remotes: Counter[RemoteKey | None] = Counter()
+    for group in summary.provenance:
         steps[_execute_steps(group)] += group.episodes
         remotes[_remote_key(group)] += group.episodes
+    return steps, remotes
+
+
+def document(summary: pb.GetSummaryResponse) -> dict[str, Any]:
+    """The provenance section of RESULTS.json and of the dashboard's submission entry."""
+    steps, remotes = _tally(summary)
     recorded = sorted(value for value in steps if value is not None)
     served = [key for key in remotes if key is not None]
     return {
@@ -64,14 +70,9 @@ def document(summary: pb.GetSummaryResponse) -> dict[str, Any]:
 
 def marks(summary: pb.GetSummaryResponse) -> list[str]:
     """One line per thing a reader of the scores must know, empty when there is none."""
-    groups = list(summary.provenance)
-    total = sum(group.episodes for group in groups)
+    steps, remotes = _tally(summary)
+    total = sum(remotes.values())
     lines: list[str] = []
-    remotes: Counter[tuple[str, str, str, bool] | None] = Counter()
-    steps: Counter[int | None] = Counter()
-    for group in groups:
-        remotes[_remote_key(group)] += group.episodes
-        steps[_execute_steps(group)] += group.episodes
     unsealed = {key: n for key, n in remotes.items() if key is not None and not key[3]}
     if unsealed:
         where = ", ".join(sorted({f"{dialect} {url}" for (dialect, url, _, _) in unsealed}))
@@ -91,16 +92,17 @@ def marks(summary: pb.GetSummaryResponse) -> list[str]:
     return lines
 
 
-def _server_name(key: tuple[str, str, str, bool] | None) -> str:
+def _server_name(key: RemoteKey | None) -> str:
     return "in-process" if key is None else f"{key[0]} {key[1]} handshake {key[2][:12] or '(none)'}"
 
 
-def _order(key: tuple[str, str, str, bool] | None) -> tuple[bool, tuple[str, str, str, bool]]:
+def _order(key: RemoteKey | None) -> tuple[bool, RemoteKey]:
     return (key is not None, key or ("", "", "", False))
 
 
 def execution_line(summary: pb.GetSummaryResponse) -> str:
-    """How many actions of each chunk ran, for the summary table: "execute_steps 5 (submission override)"."""
+    """How many actions of each chunk ran, for the summary table, e.g.
+    "execute_steps: 5 actions per chunk (submission override 5)"."""
     recorded = sorted({group.execute_steps for group in summary.provenance if group.HasField("execute_steps")})
     override = summary.execute_steps if summary.HasField("execute_steps") else None
     source = f"submission override {override}" if override is not None else "declared by the checkpoint, or whole chunk"

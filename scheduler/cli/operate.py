@@ -155,7 +155,7 @@ def _resolve_checkpoint(address: str, stated: str, token_file: Path | None, exec
     digest, chunk_length = identity.digest, identity.identity.chunk_length
     if execute_steps is not None and chunk_length and execute_steps > chunk_length:
         raise UsageError(
-            f"--execute-steps {execute_steps} but the checkpoint {address} serves answers chunks of {chunk_length}"
+            f"--execute-steps {execute_steps} but the checkpoint at {address} answers chunks of {chunk_length}"
         )
     if stated and stated != digest:
         raise UsageError(f"--checkpoint {stated} but --policy-server {address} serves {digest}")
