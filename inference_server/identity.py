@@ -19,12 +19,20 @@ from evalfleet.v1 import policy_pb2
 from inference_server.backends import Backend, BackendError, RuntimeOptions, resolve
 from inference_server.checkpoint import CONFIG_NAME, INDEX_NAME, NORMALIZATION_NAME, Checkpoint, CheckpointError
 
+EXECUTE_STEPS = "execute_steps"
+
 
 def build(checkpoint: Checkpoint, backend_name: str, backend: Backend) -> policy_pb2.IdentityRecord:
     """The record of a verified checkpoint as served by a loaded backend; a backend that forwards to
-    a remote server (it has a `remote` RemoteIdentity) marks the record remote and unsealed."""
+    a remote server (it has a `remote` RemoteIdentity) marks the record remote and unsealed.
+
+    The settings' `execute_steps` (actions of each chunk the deployment protocol executes) becomes
+    a field of its own, checked against the chunk length; absent or 0 (the whole chunk), the field
+    is left unset, so records that never declared it keep their digests."""
     remote = getattr(backend, "remote", None)
+    execute_steps = declared_execute_steps(checkpoint, backend.chunk_length)
     return policy_pb2.IdentityRecord(
+        execute_steps=execute_steps or None,
         remote=remote if isinstance(remote, policy_pb2.RemoteIdentity) else None,
         epoch=checkpoint.name,
         backend=backend_name,
@@ -41,6 +49,24 @@ def build(checkpoint: Checkpoint, backend_name: str, backend: Backend) -> policy
         protocol_version=PROTOCOL_VERSION,
         other_sha256=checkpoint.others,
     )
+
+
+def declared_execute_steps(checkpoint: Checkpoint, chunk_length: int) -> int:
+    """The checkpoint's `execute_steps` setting (0 when absent); CheckpointError names it when it
+    is not an integer in [0, chunk_length]."""
+    value = checkpoint.settings.get(EXECUTE_STEPS, 0)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise CheckpointError(
+            f"{checkpoint.root}: settings.{EXECUTE_STEPS} must be an integer >= 0 (0: the whole chunk), not {value!r}",
+            path=checkpoint.root,
+        )
+    if value > chunk_length:
+        raise CheckpointError(
+            f"{checkpoint.root}: settings.{EXECUTE_STEPS} is {value}, more than the chunk length {chunk_length} "
+            "the backend answers",
+            path=checkpoint.root,
+        )
+    return value
 
 
 @dataclass(frozen=True)

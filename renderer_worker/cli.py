@@ -25,6 +25,11 @@ from renderer_worker.policy_endpoints import PolicyEndpoints
 from renderer_worker.worker import Worker, WorkerConfig
 
 EXIT_BAD_INPUT = 2
+EXECUTE_STEPS_MOVED = (
+    "--execute-steps is no longer a worker setting: actions executed per chunk are part of the evaluation; "
+    "the checkpoint declares execute_steps in its evalfleet-checkpoint.json settings, "
+    "and `scheduler submit --execute-steps N` overrides it per submission"
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -61,9 +66,9 @@ def build_parser() -> argparse.ArgumentParser:
         default=30.0,
         help="on SIGTERM, how long running episodes may finish before their tasks are handed back",
     )
-    parser.add_argument(
-        "--execute-steps", type=int, default=0, help="commands executed per policy chunk (0: the whole chunk)"
-    )
+    # Removed: two workers started differently scored the same submission differently. Still
+    # parsed, so that passing it says where the setting lives now instead of "unrecognized".
+    parser.add_argument("--execute-steps", nargs="?", const="", default=None, help=argparse.SUPPRESS)
     parser.add_argument(
         "--adapter-option",
         action="append",
@@ -91,7 +96,14 @@ def parse_adapter_options(items: Sequence[str]) -> dict[str, dict[str, Any]]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    if any(arg == "--execute-steps" or arg.startswith("--execute-steps=") for arg in arguments):
+        print(f"renderer-worker: {EXECUTE_STEPS_MOVED}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    args = build_parser().parse_args(arguments)
+    if args.execute_steps is not None:  # an abbreviation of it
+        print(f"renderer-worker: {EXECUTE_STEPS_MOVED}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         routes = [route.strip() for route in args.routes.split(",") if route.strip()]
@@ -120,7 +132,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         episode_timeout_s=args.episode_timeout,
         policy_timeout_s=args.policy_timeout,
         grace_seconds=args.grace_seconds,
-        execute_steps=args.execute_steps,
         adapter_options=adapter_options,
         versions=_versions(device),
     )

@@ -8,6 +8,10 @@ answers: a dead inference host (which may not even refuse, only stay silent unti
 never holds up the worker's loop. Each episode goes to the least-loaded server that serves its
 task's checkpoint, counting the sessions the server reported at the last refresh plus those this
 worker has opened there since.
+
+The identity also says how an episode must be run and what the results will be marked with: the
+chunk length and the actions per chunk its checkpoint declares (``execute_steps``), and, for a
+``remote`` backend, the remote's dialect, URL and the handshake it answered ("remote, unsealed").
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ from dataclasses import dataclass
 
 from evalfleet.policy_api.client import PolicyClient
 from evalfleet.policy_api.errors import PolicyError
+from evalfleet.v1 import policy_pb2
+from evalfleet.v1 import scheduler_pb2 as pb
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +40,20 @@ class Endpoint:
     # What the served model consumes: episodes send exactly these cameras and state entries.
     cameras: tuple[str, ...] = ()
     state: tuple[str, ...] = ()
+    chunk_length: int = 0
+    # Actions per chunk the checkpoint's deployment protocol executes; 0: the whole chunk.
+    execute_steps: int = 0
+    # Set when the server forwards to a remote policy server: what results are marked with.
+    remote: pb.RemotePolicy | None = None
+
+    def execute_steps_for(self, lease: pb.Lease) -> int:
+        """Actions of each chunk an episode of ``lease`` executes here, as a count: the submission's
+        override, else the checkpoint's declared value, where 0 means the whole chunk. A count past
+        the chunk executes the whole chunk, and says so."""
+        requested = lease.execute_steps if lease.HasField("execute_steps") else self.execute_steps
+        if not self.chunk_length:
+            return requested
+        return self.chunk_length if requested == 0 else min(requested, self.chunk_length)
 
 
 class PolicyEndpoints:
@@ -84,6 +104,9 @@ class PolicyEndpoints:
             endpoint.digest, endpoint.sessions = response.digest, response.load.sessions
             endpoint.cameras = tuple(camera.name for camera in response.identity.cameras)
             endpoint.state = tuple(entry.name for entry in response.identity.state)
+            endpoint.chunk_length = response.identity.chunk_length
+            endpoint.execute_steps = response.identity.execute_steps
+            endpoint.remote = remote_policy(response)
             self._opened_since_refresh[address] = 0
             self._background.pop(address, None)
 
@@ -106,3 +129,16 @@ class PolicyEndpoints:
 
     def versions(self) -> dict[str, str]:
         return {e.address: e.digest for e in self._endpoints.values()}
+
+
+def remote_policy(response: policy_pb2.GetIdentityResponse) -> pb.RemotePolicy | None:
+    """What a result served by this identity is marked with when a remote policy server answered."""
+    if not response.identity.HasField("remote"):
+        return None
+    remote = response.identity.remote
+    return pb.RemotePolicy(
+        dialect=remote.dialect,
+        url=remote.url,
+        handshake_sha256=response.remote_handshake_sha256 or remote.handshake_sha256,
+        sealed=remote.sealed,
+    )

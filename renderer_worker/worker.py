@@ -53,7 +53,6 @@ class WorkerConfig:
     episode_timeout_s: float = 3600.0
     policy_timeout_s: float = 60.0
     grace_seconds: float = 30.0
-    execute_steps: int = 0
     adapter_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     versions: Mapping[str, Any] = field(default_factory=dict)
 
@@ -68,6 +67,8 @@ class HeldTask:
     running: set[int] = field(default_factory=set)
     reported: set[int] = field(default_factory=set)
     failure: EpisodeFailure | None = None
+    # The remote policy server that serves each running episode, recorded with its result.
+    remotes: dict[int, pb.RemotePolicy | None] = field(default_factory=dict)
 
     @property
     def finished_running(self) -> bool:
@@ -258,10 +259,11 @@ class Worker:
                 expected_digest=task.lease.checkpoint or endpoint.digest,
                 cameras=endpoint.cameras,
                 state=endpoint.state,
-                execute_steps=self.config.execute_steps,
+                execute_steps=endpoint.execute_steps_for(task.lease),
                 policy_timeout_s=self.config.policy_timeout_s,
                 log_path=str(self.config.output / task.lease.task_id / f"episode-{index:06d}.jsonl"),
             )
+            task.remotes[index] = endpoint.remote
             runner.start(job, task.manifest)
 
     def _episode_ended(self, event: EpisodeEnded) -> None:
@@ -270,7 +272,7 @@ class Worker:
             return  # its task was lost, cancelled or handed back meanwhile
         task.running.discard(event.job.index)
         if event.outcome is not None:
-            self._report(task, event.job.index, event.outcome)
+            self._report(task, event.job, event.outcome)
         else:
             assert event.failure is not None
             log.warning("episode %d of %s failed: %s", event.job.index, task.lease.task_id, event.failure)
@@ -278,8 +280,11 @@ class Worker:
         if task.lease.task_id in self._tasks and task.finished_running:
             self._finish(task)
 
-    def _report(self, task: HeldTask, index: int, outcome: EpisodeOutcome) -> None:
-        lease = task.lease
+    def _report(self, task: HeldTask, job: EpisodeJob, outcome: EpisodeOutcome) -> None:
+        """Stores the result with how it was run: the actions executed per chunk and the remote
+        policy server, if one answered."""
+        lease, index = task.lease, job.index
+        remote = task.remotes.pop(index, None)
         try:
             self._retry(
                 lambda: self._scheduler.report_episode(
@@ -290,6 +295,8 @@ class Worker:
                     wall_seconds=outcome.wall_seconds,
                     trace_digest=outcome.trace_digest,
                     info=outcome.info,
+                    execute_steps=job.execute_steps,
+                    remote=remote,
                 )
             )
         except (StaleLease, NotFound, Unavailable) as exc:

@@ -28,6 +28,7 @@ from urllib.parse import parse_qs, urlsplit
 from evalfleet.scheduler_api.errors import InvalidArgument, SchedulerError
 from evalfleet.scheduler_api.vocabulary import TASK_STATE_NAMES, TASK_STATES, failure_counts
 from evalfleet.v1 import scheduler_pb2 as pb
+from scheduler import provenance
 from scheduler.dashboard_page import LOGIN_PAGE, PAGE
 from scheduler.operations import Operations
 from scheduler.readers import Readers
@@ -159,6 +160,7 @@ def _submission(sub: pb.SubmissionStatus, summary: pb.GetSummaryResponse) -> dic
     entry = message_dict(sub)
     entry["tasks"] = counts_dict(sub.tasks)
     entry["complete"] = summary.complete
+    entry["provenance"] = provenance.document(summary)
     entry["manifests"] = [
         {
             "task": m.task,

@@ -31,6 +31,7 @@ th,td{border:1px solid #ddd;padding:.25em .6em;text-align:left;vertical-align:to
 .state-succeeded{color:#1a7f37}.state-failed,.state-lost{color:#b00}.state-cancelled{color:#888}
 .state-leased,.state-active,.state-running{color:#3a7bd5}
 #message{min-height:1.4em;color:#b00}#message.ok{color:#1a7f37}
+.marks{color:#8a4b00}.unsealed{background:#fff1d6;color:#8a4b00;border-radius:3px;padding:0 .3em}
 button{margin-right:.3em}input,select{font:inherit}
 </style></head>
 <body>
@@ -99,17 +100,27 @@ function successTable(sub) {
     tasks.map(t => `<tr><td>${esc(t)}</td>${settings.map(s => cell(t, s)).join("")}</tr>`).join("") + "</table>";
 }
 
+// How the episodes ran (scheduler/provenance.py): actions per chunk, and "remote, unsealed".
+function provenanceView(p) {
+  if (!p) return "";
+  const steps = p.execute_steps.values.map(v => v.execute_steps).join(", ") || "not recorded";
+  const source = p.execute_steps.override === null ? "checkpoint" : "submission override";
+  return `<div class="execution">execute_steps ${esc(steps)} <small>(${source})</small></div>` +
+    (p.marks.length ? `<ul class="marks">${p.marks.map(m => `<li>${esc(m)}</li>`).join("")}</ul>` : "");
+}
+
 function submissionsView(data) {
   if (!data.submissions.length) return "<h2>Submissions</h2><p>No submissions yet.</p>";
   return "<h2>Submissions</h2>" + data.submissions.map(sub => {
     const e = eta(sub, data.now), t = sub.tasks, id = esc(sub.submission_id);
     return `<div class="card submission" data-submission="${id}">
-      <h3>${id} <small>route ${esc(sub.route)}, priority ${sub.priority}${sub.complete ? ", complete" : ""}</small></h3>
+      <h3>${id} <small>route ${esc(sub.route)}, priority ${sub.priority}${sub.complete ? ", complete" : ""}</small>${sub.provenance && sub.provenance.remote.unsealed ? ' <span class="unsealed">remote, unsealed</span>' : ""}</h3>
       <div><span class="bar"><span style="width:${pct(sub.episodes_completed, sub.episodes_planned).replace("-", "0%")}"></span></span>
       <span class="progress">${sub.episodes_completed}/${sub.episodes_planned} episodes</span>,
       success ${pct(sub.episodes_succeeded, sub.episodes_completed)},
       ${e.rate > 0 ? e.rate.toFixed(2) + " episodes/s, " : ""}ETA <span class="eta">${e.text}</span></div>
       <div class="counts">tasks: ${["pending","leased","succeeded","failed","cancelled"].map(s => `<span class="state-${s}">${t[s]} ${s}</span>`).join(", ")}</div>
+      ${provenanceView(sub.provenance)}
       ${successTable(sub)}
       <button data-op="cancel">Cancel</button><button data-op="requeue">Requeue failed/cancelled</button>
       <label>priority <input class="priority" type="number" value="${sub.priority}" style="width:6em"></label><button data-op="priority">Set</button>

@@ -2,8 +2,10 @@
 
 Per benchmark task x setting: successes / completed / planned, success rate, attempts, workers and
 episode wall times; per setting and overall totals; the manifest hashes that define the evaluated
-population; the checkpoint identity; and the versions every contributing worker registered with.
-An incomplete submission says so: its rates cover only the completed episodes.
+population; the checkpoint identity; the versions every contributing worker registered with; and
+how the episodes were run (actions executed per chunk, "remote, unsealed" policies, and whether
+the episodes differ in either: ``scheduler.provenance``). An incomplete submission says so: its
+rates cover only the completed episodes.
 
 The document is a pure function of messages (the submission's summary, the registered workers, the
 checkpoint's identity record): the caller fetches them, so formatting makes no RPC and a test or a
@@ -24,6 +26,7 @@ from google.protobuf import json_format
 from evalfleet.scheduler_api.vocabulary import failure_counts, success_rate
 from evalfleet.v1 import policy_pb2
 from evalfleet.v1 import scheduler_pb2 as pb
+from scheduler import provenance
 
 FORMAT = "evalfleet.results/v1"
 
@@ -93,6 +96,7 @@ def results_document(
         "by_task": [_by_task(m) for m in summary.manifests],
         "manifest_hashes": [m.manifest_hash for m in summary.manifests],
         "workers": [_worker(w) for w in workers if w.worker_id in contributors],
+        "provenance": provenance.document(summary),
         "note": "infrastructure retries are excluded; policy failures are included as results",
     }
 

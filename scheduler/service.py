@@ -34,6 +34,7 @@ from scheduler.store import operations as store_operations
 from scheduler.store.validation import (
     MAX_ATTEMPTS,
     MAX_BATCH_SIZE,
+    check_execute_steps,
     check_id,
     check_json_object,
     check_priority,
@@ -89,6 +90,12 @@ def _episode_result(result: pb.EpisodeResult, field: str) -> pb.EpisodeResult:
         raise InvalidArgument("must be a finite number >= 0", field=f"{field}.wall_seconds")
     _text(result.trace_digest, f"{field}.trace_digest", 256)
     check_json_object(result.info_json, f"{field}.info_json")
+    if result.HasField("execute_steps"):
+        check_execute_steps(result.execute_steps, f"{field}.execute_steps")
+    if result.HasField("remote"):
+        _text(result.remote.dialect, f"{field}.remote.dialect", 64)
+        _text(result.remote.url, f"{field}.remote.url", 1024)
+        _text(result.remote.handshake_sha256, f"{field}.remote.handshake_sha256", 256)
     return result
 
 
@@ -163,6 +170,11 @@ class SchedulerService(pb_grpc.SchedulerServicer):
             batch_size=request.batch_size,
             max_attempts=request.max_attempts,
             checkpoint=_checkpoint(request.checkpoint, "checkpoint"),
+            execute_steps=(
+                check_execute_steps(request.execute_steps, "execute_steps")
+                if request.HasField("execute_steps")
+                else None
+            ),
         )
         now = time.time()
         submitted = await self._writer.run(

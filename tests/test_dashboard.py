@@ -187,3 +187,25 @@ def test_failed_attempts_show_their_reasons(start_scheduler):
         ("failed", "timeout", "[timeout] episode 0 ran past 1.0s")
     ]
     assert detail["task"]["last_failure_reason"] == "timeout"
+
+
+def test_the_overview_marks_remote_unsealed_results_and_says_how_episodes_ran(start_scheduler):
+    proc, url = start_with_dashboard(start_scheduler)
+    client = proc.client()
+    client.submit([build_synthetic(2, seed=5)], "synthetic", batch_size=2, submission_id="remote", execute_steps=5)
+    lease = client.claim("w1", ["synthetic"])
+    for index, handshake in zip(lease.episodes, ("a" * 64, "b" * 64), strict=True):
+        remote = pb.RemotePolicy(dialect="openpi", url="ws://gpu-a:8000", handshake_sha256=handshake)
+        client.report_episode(lease, index, True, execute_steps=5, remote=remote)
+
+    status, overview = call(url + "api/overview")
+    assert status == 200
+    (sub,) = overview["submissions"]
+    provenance = sub["provenance"]
+    assert provenance["execute_steps"]["override"] == 5
+    assert provenance["execute_steps"]["values"] == [{"execute_steps": 5, "episodes": 2}]
+    assert provenance["remote"]["unsealed"] is True and provenance["remote"]["episodes"] == 2
+    assert provenance["marks"][0].startswith("remote, unsealed: 2 of 2 episodes")
+    assert "2 different policy servers or handshakes" in provenance["marks"][1]
+    status, page = call(url)
+    assert status == 200 and "remote, unsealed" in page

@@ -15,6 +15,7 @@ from benchmarks.synthetic.manifest import build_synthetic
 from evalfleet.scheduler_api.errors import InvalidArgument, StaleLease
 from evalfleet.v1 import scheduler_pb2 as pb
 from evalfleet.v1 import scheduler_pb2_grpc as pb_grpc
+from scheduler.store.schema import VERSION_3_COLUMNS
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -121,8 +122,10 @@ def test_a_version_1_database_is_upgraded_with_reasons_read_from_its_text(start_
     client.fail(second, "renderer crashed")
     scheduler.kill()
 
-    # What version 1 wrote: the same text, no reason columns.
+    # What version 1 wrote: the same text, no reason columns (nor version 3's).
     with sqlite3.connect(scheduler.db) as conn:
+        for table, column, _ in VERSION_3_COLUMNS:
+            conn.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
         conn.execute("ALTER TABLE tasks DROP COLUMN last_failure_reason")
         conn.execute("ALTER TABLE attempts DROP COLUMN failure_reason")
         conn.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
@@ -140,7 +143,7 @@ def test_a_version_1_database_is_upgraded_with_reasons_read_from_its_text(start_
     ]
     assert client.task(first.task_id).task.last_failure_reason == pb.FAILURE_REASON_UNSPECIFIED
     with sqlite3.connect(scheduler.db) as conn:
-        assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("2",)
+        assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("3",)
     assert cli("status", env={"EVALFLEET_SCHEDULER": scheduler.address}).returncode == 0
 
 
@@ -148,9 +151,9 @@ def test_a_database_from_a_newer_scheduler_is_refused(start_scheduler, tmp_path)
     scheduler = start_scheduler()
     scheduler.kill()
     with sqlite3.connect(scheduler.db) as conn:
-        conn.execute("UPDATE meta SET value = '3' WHERE key = 'schema_version'")
+        conn.execute("UPDATE meta SET value = '4' WHERE key = 'schema_version'")
     with pytest.raises(RuntimeError, match="exited with 2"):
         scheduler.restart()
     log = scheduler.log_path.read_text()
-    assert "database schema version 3 is newer than this scheduler's (2)" in log
+    assert "database schema version 4 is newer than this scheduler's (3)" in log
     assert "Traceback" not in log

@@ -95,6 +95,27 @@ def bad_requests(manifest, lease):
             CODE.ALREADY_EXISTS,
             "batch_size",
         ),
+        ("Submit", pb.SubmitRequest(**{**submit, "execute_steps": 10**6}), CODE.INVALID_ARGUMENT, "execute_steps"),
+        (
+            "Submit",
+            pb.SubmitRequest(**{**submit, "submission_id": "good", "batch_size": 3, "execute_steps": 5}),
+            CODE.ALREADY_EXISTS,
+            "execute_steps",
+        ),
+        (
+            "ReportEpisode",
+            pb.ReportEpisodeRequest(lease=ref, result=pb.EpisodeResult(episode_index=1, execute_steps=10**6)),
+            CODE.INVALID_ARGUMENT,
+            "result.execute_steps",
+        ),
+        (
+            "ReportEpisode",
+            pb.ReportEpisodeRequest(
+                lease=ref, result=pb.EpisodeResult(episode_index=1, remote=pb.RemotePolicy(url="ws://" + "x" * 2000))
+            ),
+            CODE.INVALID_ARGUMENT,
+            "result.remote.url",
+        ),
         ("Claim", pb.ClaimRequest(worker_id="w2", routes=[]), CODE.INVALID_ARGUMENT, "routes"),
         ("Claim", pb.ClaimRequest(worker_id="w2", routes=[""]), CODE.INVALID_ARGUMENT, "routes[0]"),
         ("Claim", pb.ClaimRequest(worker_id="", routes=["synthetic"]), CODE.INVALID_ARGUMENT, "worker_id"),
@@ -237,6 +258,10 @@ def test_cli_bad_input_exits_2_with_a_message(scheduler, tmp_path):
     cases = [
         (("submit", "--manifest", str(manifest_path), "--route", "synthetic", "--batch-size", "0"), "batch_size"),
         (("submit", "--manifest", str(manifest_path), "--route", ""), "route"),
+        (
+            ("submit", "--manifest", str(manifest_path), "--route", "synthetic", "--execute-steps", "-1"),
+            "--execute-steps",
+        ),
         (("submit", "--manifest", str(tmp_path / "missing.json"), "--route", "synthetic"), "cannot read"),
         (("status", "unknown"), "no submission 'unknown'"),
         (("summary", "unknown"), "no submission 'unknown'"),

@@ -122,8 +122,12 @@ class SchedulerClient:
         submission_id: str | None = None,
         checkpoint: str = "",
         labels: Mapping[str, Any] | None = None,
+        execute_steps: int | None = None,
     ) -> pb.SubmitResponse:
-        """Uploads the manifests (by value) or refers to stored ones (by hash), then submits."""
+        """Uploads the manifests (by value) or refers to stored ones (by hash), then submits.
+
+        ``execute_steps`` overrides the actions per chunk the checkpoint declares (0: the whole
+        chunk); None leaves it to the checkpoint."""
         hashes = [self.put_manifest(m) if isinstance(m, Manifest) else m for m in manifests]
         request = pb.SubmitRequest(
             submission_id=submission_id or new_submission_id(),
@@ -134,6 +138,7 @@ class SchedulerClient:
             priority=priority,
             checkpoint=checkpoint,
             labels_json=json.dumps(dict(labels or {})),
+            execute_steps=execute_steps,
         )
         response: pb.SubmitResponse = self._call("Submit", request)
         return response
@@ -179,10 +184,19 @@ class SchedulerClient:
         wall_seconds: float = 0.0,
         trace_digest: str = "",
         info: Mapping[str, Any] | None = None,
+        execute_steps: int | None = None,
+        remote: pb.RemotePolicy | None = None,
     ) -> bool:
         """Stores one episode's result; returns True when it had been stored already."""
         result = episode_result(
-            index, success, steps=steps, wall_seconds=wall_seconds, trace_digest=trace_digest, info=info
+            index,
+            success,
+            steps=steps,
+            wall_seconds=wall_seconds,
+            trace_digest=trace_digest,
+            info=info,
+            execute_steps=execute_steps,
+            remote=remote,
         )
         response: pb.ReportEpisodeResponse = self._call(
             "ReportEpisode", pb.ReportEpisodeRequest(lease=_ref(lease), result=result)
@@ -282,7 +296,11 @@ def episode_result(
     wall_seconds: float = 0.0,
     trace_digest: str = "",
     info: Mapping[str, Any] | None = None,
+    execute_steps: int | None = None,
+    remote: pb.RemotePolicy | None = None,
 ) -> pb.EpisodeResult:
+    """One episode's result; ``execute_steps`` (actions run per chunk) and ``remote`` (the remote
+    policy server that answered) say how it was run."""
     return pb.EpisodeResult(
         episode_index=index,
         success=success,
@@ -290,6 +308,8 @@ def episode_result(
         wall_seconds=wall_seconds,
         trace_digest=trace_digest,
         info_json=json.dumps(dict(info)) if info else "",
+        execute_steps=execute_steps,
+        remote=remote,
     )
 
 

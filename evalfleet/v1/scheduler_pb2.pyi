@@ -93,7 +93,7 @@ class GetManifestResponse(_message.Message):
     def __init__(self, hash: _Optional[str] = ..., body: _Optional[bytes] = ...) -> None: ...
 
 class SubmitRequest(_message.Message):
-    __slots__ = ("submission_id", "manifest_hashes", "route", "batch_size", "max_attempts", "priority", "checkpoint", "labels_json")
+    __slots__ = ("submission_id", "manifest_hashes", "route", "batch_size", "max_attempts", "priority", "checkpoint", "labels_json", "execute_steps")
     SUBMISSION_ID_FIELD_NUMBER: _ClassVar[int]
     MANIFEST_HASHES_FIELD_NUMBER: _ClassVar[int]
     ROUTE_FIELD_NUMBER: _ClassVar[int]
@@ -102,6 +102,7 @@ class SubmitRequest(_message.Message):
     PRIORITY_FIELD_NUMBER: _ClassVar[int]
     CHECKPOINT_FIELD_NUMBER: _ClassVar[int]
     LABELS_JSON_FIELD_NUMBER: _ClassVar[int]
+    EXECUTE_STEPS_FIELD_NUMBER: _ClassVar[int]
     submission_id: str
     manifest_hashes: _containers.RepeatedScalarFieldContainer[str]
     route: str
@@ -110,7 +111,8 @@ class SubmitRequest(_message.Message):
     priority: int
     checkpoint: str
     labels_json: str
-    def __init__(self, submission_id: _Optional[str] = ..., manifest_hashes: _Optional[_Iterable[str]] = ..., route: _Optional[str] = ..., batch_size: _Optional[int] = ..., max_attempts: _Optional[int] = ..., priority: _Optional[int] = ..., checkpoint: _Optional[str] = ..., labels_json: _Optional[str] = ...) -> None: ...
+    execute_steps: int
+    def __init__(self, submission_id: _Optional[str] = ..., manifest_hashes: _Optional[_Iterable[str]] = ..., route: _Optional[str] = ..., batch_size: _Optional[int] = ..., max_attempts: _Optional[int] = ..., priority: _Optional[int] = ..., checkpoint: _Optional[str] = ..., labels_json: _Optional[str] = ..., execute_steps: _Optional[int] = ...) -> None: ...
 
 class SubmitResponse(_message.Message):
     __slots__ = ("submission_id", "tasks_created", "tasks_total", "episodes_total")
@@ -157,7 +159,7 @@ class ClaimRequest(_message.Message):
     def __init__(self, worker_id: _Optional[str] = ..., routes: _Optional[_Iterable[str]] = ..., checkpoints: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class Lease(_message.Message):
-    __slots__ = ("task_id", "submission_id", "attempt", "fencing_token", "deadline", "manifest_hash", "episodes", "route", "checkpoint", "lease_seconds")
+    __slots__ = ("task_id", "submission_id", "attempt", "fencing_token", "deadline", "manifest_hash", "episodes", "route", "checkpoint", "lease_seconds", "execute_steps")
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     SUBMISSION_ID_FIELD_NUMBER: _ClassVar[int]
     ATTEMPT_FIELD_NUMBER: _ClassVar[int]
@@ -168,6 +170,7 @@ class Lease(_message.Message):
     ROUTE_FIELD_NUMBER: _ClassVar[int]
     CHECKPOINT_FIELD_NUMBER: _ClassVar[int]
     LEASE_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    EXECUTE_STEPS_FIELD_NUMBER: _ClassVar[int]
     task_id: str
     submission_id: str
     attempt: int
@@ -178,7 +181,8 @@ class Lease(_message.Message):
     route: str
     checkpoint: str
     lease_seconds: float
-    def __init__(self, task_id: _Optional[str] = ..., submission_id: _Optional[str] = ..., attempt: _Optional[int] = ..., fencing_token: _Optional[int] = ..., deadline: _Optional[float] = ..., manifest_hash: _Optional[str] = ..., episodes: _Optional[_Iterable[int]] = ..., route: _Optional[str] = ..., checkpoint: _Optional[str] = ..., lease_seconds: _Optional[float] = ...) -> None: ...
+    execute_steps: int
+    def __init__(self, task_id: _Optional[str] = ..., submission_id: _Optional[str] = ..., attempt: _Optional[int] = ..., fencing_token: _Optional[int] = ..., deadline: _Optional[float] = ..., manifest_hash: _Optional[str] = ..., episodes: _Optional[_Iterable[int]] = ..., route: _Optional[str] = ..., checkpoint: _Optional[str] = ..., lease_seconds: _Optional[float] = ..., execute_steps: _Optional[int] = ...) -> None: ...
 
 class ClaimResponse(_message.Message):
     __slots__ = ("lease",)
@@ -211,20 +215,36 @@ class HeartbeatResponse(_message.Message):
     def __init__(self, deadline: _Optional[float] = ..., cancelled: _Optional[bool] = ...) -> None: ...
 
 class EpisodeResult(_message.Message):
-    __slots__ = ("episode_index", "success", "steps", "wall_seconds", "trace_digest", "info_json")
+    __slots__ = ("episode_index", "success", "steps", "wall_seconds", "trace_digest", "info_json", "execute_steps", "remote")
     EPISODE_INDEX_FIELD_NUMBER: _ClassVar[int]
     SUCCESS_FIELD_NUMBER: _ClassVar[int]
     STEPS_FIELD_NUMBER: _ClassVar[int]
     WALL_SECONDS_FIELD_NUMBER: _ClassVar[int]
     TRACE_DIGEST_FIELD_NUMBER: _ClassVar[int]
     INFO_JSON_FIELD_NUMBER: _ClassVar[int]
+    EXECUTE_STEPS_FIELD_NUMBER: _ClassVar[int]
+    REMOTE_FIELD_NUMBER: _ClassVar[int]
     episode_index: int
     success: bool
     steps: int
     wall_seconds: float
     trace_digest: str
     info_json: str
-    def __init__(self, episode_index: _Optional[int] = ..., success: _Optional[bool] = ..., steps: _Optional[int] = ..., wall_seconds: _Optional[float] = ..., trace_digest: _Optional[str] = ..., info_json: _Optional[str] = ...) -> None: ...
+    execute_steps: int
+    remote: RemotePolicy
+    def __init__(self, episode_index: _Optional[int] = ..., success: _Optional[bool] = ..., steps: _Optional[int] = ..., wall_seconds: _Optional[float] = ..., trace_digest: _Optional[str] = ..., info_json: _Optional[str] = ..., execute_steps: _Optional[int] = ..., remote: _Optional[_Union[RemotePolicy, _Mapping]] = ...) -> None: ...
+
+class RemotePolicy(_message.Message):
+    __slots__ = ("dialect", "url", "handshake_sha256", "sealed")
+    DIALECT_FIELD_NUMBER: _ClassVar[int]
+    URL_FIELD_NUMBER: _ClassVar[int]
+    HANDSHAKE_SHA256_FIELD_NUMBER: _ClassVar[int]
+    SEALED_FIELD_NUMBER: _ClassVar[int]
+    dialect: str
+    url: str
+    handshake_sha256: str
+    sealed: bool
+    def __init__(self, dialect: _Optional[str] = ..., url: _Optional[str] = ..., handshake_sha256: _Optional[str] = ..., sealed: _Optional[bool] = ...) -> None: ...
 
 class ReportEpisodeRequest(_message.Message):
     __slots__ = ("lease", "result")
@@ -387,7 +407,7 @@ class FailureCount(_message.Message):
     def __init__(self, reason: _Optional[_Union[FailureReason, str]] = ..., attempts: _Optional[int] = ...) -> None: ...
 
 class GetSummaryResponse(_message.Message):
-    __slots__ = ("submission_id", "checkpoint", "episodes_planned", "episodes_completed", "episodes_succeeded", "complete", "tasks", "manifests", "workers")
+    __slots__ = ("submission_id", "checkpoint", "episodes_planned", "episodes_completed", "episodes_succeeded", "complete", "tasks", "manifests", "workers", "execute_steps", "provenance")
     SUBMISSION_ID_FIELD_NUMBER: _ClassVar[int]
     CHECKPOINT_FIELD_NUMBER: _ClassVar[int]
     EPISODES_PLANNED_FIELD_NUMBER: _ClassVar[int]
@@ -397,6 +417,8 @@ class GetSummaryResponse(_message.Message):
     TASKS_FIELD_NUMBER: _ClassVar[int]
     MANIFESTS_FIELD_NUMBER: _ClassVar[int]
     WORKERS_FIELD_NUMBER: _ClassVar[int]
+    EXECUTE_STEPS_FIELD_NUMBER: _ClassVar[int]
+    PROVENANCE_FIELD_NUMBER: _ClassVar[int]
     submission_id: str
     checkpoint: str
     episodes_planned: int
@@ -406,7 +428,19 @@ class GetSummaryResponse(_message.Message):
     tasks: StateCounts
     manifests: _containers.RepeatedCompositeFieldContainer[ManifestSummary]
     workers: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, submission_id: _Optional[str] = ..., checkpoint: _Optional[str] = ..., episodes_planned: _Optional[int] = ..., episodes_completed: _Optional[int] = ..., episodes_succeeded: _Optional[int] = ..., complete: _Optional[bool] = ..., tasks: _Optional[_Union[StateCounts, _Mapping]] = ..., manifests: _Optional[_Iterable[_Union[ManifestSummary, _Mapping]]] = ..., workers: _Optional[_Iterable[str]] = ...) -> None: ...
+    execute_steps: int
+    provenance: _containers.RepeatedCompositeFieldContainer[EpisodeProvenance]
+    def __init__(self, submission_id: _Optional[str] = ..., checkpoint: _Optional[str] = ..., episodes_planned: _Optional[int] = ..., episodes_completed: _Optional[int] = ..., episodes_succeeded: _Optional[int] = ..., complete: _Optional[bool] = ..., tasks: _Optional[_Union[StateCounts, _Mapping]] = ..., manifests: _Optional[_Iterable[_Union[ManifestSummary, _Mapping]]] = ..., workers: _Optional[_Iterable[str]] = ..., execute_steps: _Optional[int] = ..., provenance: _Optional[_Iterable[_Union[EpisodeProvenance, _Mapping]]] = ...) -> None: ...
+
+class EpisodeProvenance(_message.Message):
+    __slots__ = ("execute_steps", "remote", "episodes")
+    EXECUTE_STEPS_FIELD_NUMBER: _ClassVar[int]
+    REMOTE_FIELD_NUMBER: _ClassVar[int]
+    EPISODES_FIELD_NUMBER: _ClassVar[int]
+    execute_steps: int
+    remote: RemotePolicy
+    episodes: int
+    def __init__(self, execute_steps: _Optional[int] = ..., remote: _Optional[_Union[RemotePolicy, _Mapping]] = ..., episodes: _Optional[int] = ...) -> None: ...
 
 class TaskSelector(_message.Message):
     __slots__ = ("submission_id", "task_ids", "route", "states")

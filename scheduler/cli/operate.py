@@ -52,6 +52,14 @@ def add_submission_commands(commands: Subcommands) -> None:
         help="resolve --checkpoint from this inference server's identity, once, now",
     )
     submit.add_argument("--label", action="append", default=[], metavar="KEY=VALUE")
+    submit.add_argument(
+        "--execute-steps",
+        type=int,
+        default=None,
+        metavar="N",
+        help="actions of each policy chunk to execute before asking again, overriding the checkpoint's declared "
+        "execute_steps (0: the whole chunk); part of the submission's definition",
+    )
 
     status = add_client_command(commands, "status", cmd_status, "task and episode counts per submission")
     status.add_argument("submission", nargs="?", default="")
@@ -103,9 +111,11 @@ def cmd_submit(args: argparse.Namespace) -> int:
     manifests = [manifest_format.read(path) for path in args.manifest]
     if args.order == "longest-first":
         manifests = longest_first(manifests)
+    if args.execute_steps is not None and args.execute_steps < 0:
+        raise UsageError(f"--execute-steps {args.execute_steps} must be >= 0 (0: the whole chunk)")
     checkpoint = args.checkpoint
     if args.policy_server:
-        checkpoint = _resolve_checkpoint(args.policy_server, args.checkpoint, args.token_file)
+        checkpoint = _resolve_checkpoint(args.policy_server, args.checkpoint, args.token_file, args.execute_steps)
         labels.setdefault("policy_server", args.policy_server)
     with connect(args) as client:
         response = client.submit(
@@ -117,6 +127,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
             submission_id=args.submission_id,
             checkpoint=checkpoint,
             labels=labels,
+            execute_steps=args.execute_steps,
         )
     if args.json:
         print_json(message_dict(response))
@@ -129,17 +140,23 @@ def cmd_submit(args: argparse.Namespace) -> int:
     return 0
 
 
-def _resolve_checkpoint(address: str, stated: str, token_file: Path | None) -> str:
-    """The identity digest the inference server at ``address`` serves (it must match ``stated``)."""
+def _resolve_checkpoint(address: str, stated: str, token_file: Path | None, execute_steps: int | None) -> str:
+    """The identity digest the inference server at ``address`` serves (it must match ``stated``,
+    and its chunks must hold ``execute_steps`` actions)."""
     from evalfleet.policy_api.client import PolicyClient
     from evalfleet.policy_api.errors import PolicyError
 
     token = read_token(token_file) if token_file else None
     try:
         with PolicyClient(address, token, timeout_s=30) as policy:
-            digest = policy.identity().digest
+            identity = policy.identity()
     except PolicyError as exc:
         raise UsageError(f"--policy-server {address}: {exc}") from None
+    digest, chunk_length = identity.digest, identity.identity.chunk_length
+    if execute_steps is not None and chunk_length and execute_steps > chunk_length:
+        raise UsageError(
+            f"--execute-steps {execute_steps} but the checkpoint at {address} answers chunks of {chunk_length}"
+        )
     if stated and stated != digest:
         raise UsageError(f"--checkpoint {stated} but --policy-server {address} serves {digest}")
     return digest

@@ -19,7 +19,7 @@ from rich.table import Table
 
 from evalfleet.scheduler_api.vocabulary import failure_counts, success_percent, success_rate
 from evalfleet.v1 import scheduler_pb2 as pb
-from scheduler import report
+from scheduler import provenance, report
 from scheduler.cli.common import UsageError, add_client_command, connect, console, print_json
 from scheduler.results import results_document, write_results
 from scheduler.wire_json import counts_dict, message_dict
@@ -72,12 +72,17 @@ def cmd_summary(args: argparse.Namespace) -> int:
         for entry, manifest in zip(data["manifests"], response.manifests, strict=True):
             entry["tasks"] = counts_dict(manifest.tasks)
             entry["success_rate"] = success_rate(manifest.episodes_succeeded, manifest.episodes_completed)
+        data["marks"] = provenance.marks(response)
         print_json(data)
         return 0
     title = f"summary of {response.submission_id}"
     if not response.complete:
         title += f" (INCOMPLETE: {response.episodes_completed}/{response.episodes_planned} episodes)"
-    table = Table(title=title)
+    marks = provenance.marks(response)
+    if any(mark.startswith(provenance.REMOTE_UNSEALED) for mark in marks):
+        title += f" ({provenance.REMOTE_UNSEALED.upper()})"
+    caption = "\n".join([provenance.execution_line(response), *(f"NOTE {mark}" for mark in marks)])
+    table = Table(title=title, caption=caption, caption_justify="left")
     columns = (
         "benchmark",
         "task",

@@ -29,6 +29,8 @@ import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from google.protobuf import json_format
+
 from evalfleet.scheduler_api.errors import InvalidArgument, NotFound, PreconditionFailed, StaleLease
 from evalfleet.scheduler_api.vocabulary import failure_text
 from evalfleet.v1 import scheduler_pb2 as pb
@@ -89,6 +91,8 @@ class Lease:
     route: str
     checkpoint: str
     lease_seconds: float
+    # The submission's override of the actions executed per chunk; None: the checkpoint's.
+    execute_steps: int | None = None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -185,6 +189,7 @@ def claim(
         route=task["route"],
         checkpoint=task["checkpoint"],
         lease_seconds=lease_seconds,
+        execute_steps=task["execute_steps"],
     )
 
 
@@ -259,7 +264,8 @@ def report_episode(
     """Stores one episode result as it arrives. Returns True when it was already stored.
 
     The first result stored for an episode stands: a duplicate (a retried report) changes nothing.
-    An index outside the task's episodes is refused naming ``field``.
+    An index outside the task's episodes is refused naming ``field``. How the episode was run
+    (``execute_steps``, ``remote``) is stored with it.
     """
     task = _current_task(conn, task_id, fencing_token)
     index = result.episode_index
@@ -270,8 +276,9 @@ def report_episode(
         )
     cursor = conn.execute(
         "INSERT OR IGNORE INTO episode_results (task_id, episode_index, submission_id, manifest_hash,"
-        " fencing_token, worker_id, success, steps, wall_seconds, trace_digest, info, reported_at)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        " fencing_token, worker_id, success, steps, wall_seconds, trace_digest, info, reported_at,"
+        " execute_steps, remote)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             task_id,
             index,
@@ -285,9 +292,20 @@ def report_episode(
             result.trace_digest,
             result.info_json or "{}",
             now,
+            result.execute_steps if result.HasField("execute_steps") else None,
+            remote_json(result.remote) if result.HasField("remote") else "",
         ),
     )
     return cursor.rowcount == 0
+
+
+def remote_json(remote: pb.RemotePolicy) -> str:
+    """How a result's remote policy server is stored (and grouped by): canonical JSON."""
+    return json.dumps(
+        json_format.MessageToDict(remote, preserving_proto_field_name=True, always_print_fields_with_no_presence=True),
+        sort_keys=True,
+        separators=(",", ":"),
+    )
 
 
 def complete(conn: sqlite3.Connection, task_id: str, fencing_token: int, result_json: str, now: float) -> None:

@@ -48,13 +48,17 @@ def put_manifest(conn: sqlite3.Connection, body: bytes, expected_hash: str, now:
 
 @dataclass(frozen=True)
 class SubmissionDefinition:
-    """What a submission id stands for. Priority and labels are not part of it: they may change."""
+    """What a submission id stands for. Priority and labels are not part of it: they may change.
+
+    ``execute_steps`` (the override of the actions executed per chunk, None: the checkpoint's) is:
+    it changes scores. A definition stored before it existed reads as None."""
 
     manifest_hashes: tuple[str, ...]
     route: str
     batch_size: int
     max_attempts: int
     checkpoint: str
+    execute_steps: int | None = None
 
     def to_json(self) -> str:
         return json.dumps(
@@ -64,6 +68,7 @@ class SubmissionDefinition:
                 "batch_size": self.batch_size,
                 "max_attempts": self.max_attempts,
                 "checkpoint": self.checkpoint,
+                "execute_steps": self.execute_steps,
             },
             sort_keys=True,
         )
@@ -111,11 +116,20 @@ def submit(
         counts.append(found["episodes"])
     if row is None:
         conn.execute(
-            "INSERT INTO submissions (id, definition, route, checkpoint, priority, labels, created_at)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (submission_id, definition.to_json(), definition.route, definition.checkpoint, priority, labels, now),
+            "INSERT INTO submissions (id, definition, route, checkpoint, priority, labels, created_at, execute_steps)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                submission_id,
+                definition.to_json(),
+                definition.route,
+                definition.checkpoint,
+                priority,
+                labels,
+                now,
+                definition.execute_steps,
+            ),
         )
-    rows: list[tuple[str | int | float, ...]] = []
+    rows: list[tuple[str | int | float | None, ...]] = []
     for manifest_hash, episodes in zip(definition.manifest_hashes, counts, strict=True):
         for start, end in minibatches(episodes, definition.batch_size):
             index = len(rows)
@@ -132,13 +146,14 @@ def submit(
                     priority,
                     definition.max_attempts,
                     now,
+                    definition.execute_steps,
                 )
             )
     before = conn.total_changes
     conn.executemany(
         "INSERT OR IGNORE INTO tasks (id, submission_id, idx, manifest_hash, episode_start, episode_end,"
-        " route, checkpoint, priority, state, max_attempts, updated_at)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?)",
+        " route, checkpoint, priority, state, max_attempts, updated_at, execute_steps)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?)",
         rows,
     )
     return Submitted(conn.total_changes - before, len(rows), sum(counts))

@@ -13,6 +13,8 @@ import sqlite3
 from collections.abc import Iterable
 from typing import Any
 
+from google.protobuf import json_format
+
 from evalfleet.scheduler_api.errors import InvalidArgument, NotFound
 from evalfleet.scheduler_api.vocabulary import TASK_STATE_NAMES_BY_ENUM, TASK_STATES
 from evalfleet.v1 import scheduler_pb2 as pb
@@ -123,7 +125,12 @@ def status(conn: sqlite3.Connection, submission_id: str) -> pb.GetStatusResponse
 def summary(conn: sqlite3.Connection, submission_id: str) -> pb.GetSummaryResponse:
     """Aggregates results per manifest (benchmark task x setting) from the database alone."""
     sub = _require_submission(conn, submission_id)
-    response = pb.GetSummaryResponse(submission_id=submission_id, checkpoint=sub["checkpoint"])
+    response = pb.GetSummaryResponse(
+        submission_id=submission_id,
+        checkpoint=sub["checkpoint"],
+        execute_steps=sub["execute_steps"],
+        provenance=_provenance(conn, submission_id),
+    )
     # Attempts come from the attempt history, so a requeue (which resets a task's budget) does not
     # hide the attempts already spent; a released attempt was handed back unspent.
     manifest_rows = conn.execute(
@@ -185,6 +192,24 @@ def summary(conn: sqlite3.Connection, submission_id: str) -> pb.GetSummaryRespon
         )
     )
     return response
+
+
+def _remote(stored: str) -> pb.RemotePolicy | None:
+    """A result's stored remote policy server (``leases.remote_json``), or None."""
+    return json_format.ParseDict(json.loads(stored), pb.RemotePolicy()) if stored else None
+
+
+def _provenance(conn: sqlite3.Connection, submission_id: str) -> list[pb.EpisodeProvenance]:
+    """The submission's stored episodes grouped by how they were run, most episodes first."""
+    rows = conn.execute(
+        "SELECT execute_steps, remote, COUNT(*) AS n FROM episode_results WHERE submission_id = ?"
+        " GROUP BY execute_steps, remote ORDER BY n DESC, execute_steps, remote",
+        (submission_id,),
+    ).fetchall()
+    return [
+        pb.EpisodeProvenance(execute_steps=row["execute_steps"], remote=_remote(row["remote"]), episodes=row["n"])
+        for row in rows
+    ]
 
 
 def list_tasks(conn: sqlite3.Connection, selector: pb.TaskSelector, limit: int) -> pb.ListTasksResponse:
@@ -257,6 +282,8 @@ def get_task(conn: sqlite3.Connection, task_id: str) -> pb.GetTaskResponse:
                     wall_seconds=result["wall_seconds"],
                     trace_digest=result["trace_digest"],
                     info_json=result["info"],
+                    execute_steps=result["execute_steps"],
+                    remote=_remote(result["remote"]),
                 ),
                 fencing_token=result["fencing_token"],
                 worker_id=result["worker_id"],
@@ -305,4 +332,5 @@ def lease_message(lease: Lease) -> pb.Lease:
         route=lease.route,
         checkpoint=lease.checkpoint,
         lease_seconds=lease.lease_seconds,
+        execute_steps=lease.execute_steps,
     )

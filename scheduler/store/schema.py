@@ -5,6 +5,10 @@ task's attempts (one per lease, kept after it ends), episode results and workers
 ``state`` holds the names of ``evalfleet.scheduler_api.vocabulary.TASK_STATE_NAMES``, an attempt's
 ``outcome`` those of ``ATTEMPT_OUTCOMES`` below, a failure's reason a ``FailureReason`` number;
 which event moves a task from one state to another is the table in ``scheduler.store.leases``.
+How an episode was run is kept with its result: ``execute_steps`` (actions of each chunk executed;
+NULL for results stored before version 3) and ``remote`` (the remote policy server that answered,
+as canonical JSON of a ``RemotePolicy``; empty when the policy ran in the inference server). A
+submission's and its tasks' ``execute_steps`` is the submission's override (NULL: none).
 
 A connection runs in WAL mode, so readers never wait for the writer; the one writer connection
 belongs to ``scheduler.writer``.
@@ -18,7 +22,7 @@ from pathlib import Path
 from evalfleet.scheduler_api.vocabulary import failure_reason_name
 from evalfleet.v1 import scheduler_pb2 as pb
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -38,7 +42,8 @@ CREATE TABLE IF NOT EXISTS submissions (
     checkpoint TEXT NOT NULL,
     priority INTEGER NOT NULL,
     labels TEXT NOT NULL,
-    created_at REAL NOT NULL
+    created_at REAL NOT NULL,
+    execute_steps INTEGER
 );
 CREATE TABLE IF NOT EXISTS tasks (
     seq INTEGER PRIMARY KEY,
@@ -60,7 +65,8 @@ CREATE TABLE IF NOT EXISTS tasks (
     last_error TEXT NOT NULL DEFAULT '',
     last_failure_reason INTEGER NOT NULL DEFAULT 0,
     result TEXT NOT NULL DEFAULT '',
-    updated_at REAL NOT NULL
+    updated_at REAL NOT NULL,
+    execute_steps INTEGER
 );
 -- The claim order (priority DESC, seq) within one route and checkpoint, over pending rows only:
 -- a claim is one index seek however large the backlog.
@@ -93,6 +99,8 @@ CREATE TABLE IF NOT EXISTS episode_results (
     trace_digest TEXT NOT NULL,
     info TEXT NOT NULL,
     reported_at REAL NOT NULL,
+    execute_steps INTEGER,
+    remote TEXT NOT NULL DEFAULT '',
     PRIMARY KEY (task_id, episode_index)
 );
 CREATE INDEX IF NOT EXISTS results_submission ON episode_results (submission_id, manifest_hash);
@@ -153,6 +161,8 @@ def initialize(conn: sqlite3.Connection) -> None:
         )
     if version == 1:
         _upgrade_from_1(conn)
+    if version in (1, 2):
+        _upgrade_from_2(conn)
     conn.executescript(SCHEMA)
     conn.execute(
         "INSERT INTO meta (key, value) VALUES ('schema_version', ?)"
@@ -180,3 +190,22 @@ def _upgrade_from_1(conn: sqlite3.Connection) -> None:
         "UPDATE tasks SET last_failure_reason = ? WHERE last_error LIKE 'lease expired (%'",
         (pb.FAILURE_REASON_LEASE_EXPIRED,),
     )
+
+
+# The columns version 3 added, as ALTER TABLE adds them: NULL and '' say "not recorded".
+VERSION_3_COLUMNS = (
+    ("submissions", "execute_steps", "INTEGER"),
+    ("tasks", "execute_steps", "INTEGER"),
+    ("episode_results", "execute_steps", "INTEGER"),
+    ("episode_results", "remote", "TEXT NOT NULL DEFAULT ''"),
+)
+
+
+def _upgrade_from_2(conn: sqlite3.Connection) -> None:
+    """Version 3 records how episodes were run: a submission's override of the actions executed per
+    chunk, and per result the actions executed and the remote policy server. Version 2 recorded
+    neither (the worker decided the first), so stored results stay "not recorded" (NULL) and stored
+    submissions have no override: their definitions read the same as before."""
+    for table, column, kind in VERSION_3_COLUMNS:
+        if column not in {row["name"] for row in conn.execute(f"PRAGMA table_info({table})")}:
+            conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")

@@ -16,6 +16,8 @@ from evalfleet.scheduler_api.limits import MAX_TEXT_BYTES
 MAX_PRIORITY = 1_000_000
 MAX_BATCH_SIZE = 100_000
 MAX_ATTEMPTS = 100
+# Actions executed per policy chunk: a submission's override, or what a worker reports it ran.
+MAX_EXECUTE_STEPS = 100_000
 ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 WORKER_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@/-]{0,127}$")
 
@@ -55,3 +57,10 @@ def check_priority(priority: int, field: str = "priority") -> int:
     if not 0 <= priority <= MAX_PRIORITY:
         raise InvalidArgument(f"{priority} is outside [0, {MAX_PRIORITY}]", field=field)
     return priority
+
+
+def check_execute_steps(value: int, field: str) -> int:
+    """Actions executed per chunk in ``[0, MAX_EXECUTE_STEPS]`` (0: the whole chunk)."""
+    if not 0 <= value <= MAX_EXECUTE_STEPS:
+        raise InvalidArgument(f"{value} is outside [0, {MAX_EXECUTE_STEPS}] (0: the whole chunk)", field=field)
+    return value

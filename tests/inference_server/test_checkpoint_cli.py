@@ -177,6 +177,10 @@ def _settings_file_bad_yaml(folder: Path, tmp: Path) -> tuple[list[str], tuple[s
     return ["--settings-file", str(tmp / "settings.yaml")], ("settings.yaml", "YAML"), False
 
 
+def _execute_steps_past_the_chunk(folder: Path, tmp: Path) -> tuple[list[str], tuple[str, ...], bool]:
+    return ["--set", "execute_steps=99"], ("settings.execute_steps", "99", "chunk length"), False
+
+
 REFUSALS: dict[str, Callable[[Path, Path], tuple[list[str], tuple[str, ...], bool]]] = {
     "link-outside": _link_outside,
     "unreadable-file": _unreadable,
@@ -190,6 +194,7 @@ REFUSALS: dict[str, Callable[[Path, Path], tuple[list[str], tuple[str, ...], boo
     "set-through-a-value": _set_through_a_value,
     "settings-file-not-an-object": _settings_file_not_an_object,
     "settings-file-bad-yaml": _settings_file_bad_yaml,
+    "execute-steps-past-the-chunk": _execute_steps_past_the_chunk,
 }
 
 
@@ -253,6 +258,7 @@ SERVER_REFUSALS = {
     "missing-file": ("ep6", "remove", ("tokenizer/tokenizer.json", "is missing")),
     "bad-backend": ("ep6", "backend", ("no_such_module",)),
     "bad-plugin-setting": ("ep6", "plugin", ("speed", "must be a number")),
+    "execute-steps-past-the-chunk": ("ep6", "execute", ("settings.execute_steps", "chunk length")),
 }
 
 
@@ -266,6 +272,11 @@ def test_server_refuses_before_it_opens_its_port(tmp_path: Path, case: str) -> N
         assert run_cli(*seal_args(folder, settings, "--set", "speed=1", backend=f"{PLUGIN}:strict")).returncode == 0
         manifest = json.loads((folder / MANIFEST_NAME).read_text())
         manifest["settings"]["speed"] = "fast"  # a hand-edited manifest: the factory still refuses it
+        (folder / MANIFEST_NAME).write_text(json.dumps(manifest))
+    elif change == "execute":
+        assert run_cli(*seal_args(folder, settings)).returncode == 0
+        manifest = json.loads((folder / MANIFEST_NAME).read_text())
+        manifest["settings"]["execute_steps"] = 99  # hand-edited past the chunk: refused at load too
         (folder / MANIFEST_NAME).write_text(json.dumps(manifest))
     else:
         assert run_cli(*seal_args(folder, settings)).returncode == 0

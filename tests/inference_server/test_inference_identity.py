@@ -9,11 +9,13 @@ from pathlib import Path
 
 import pytest
 from google.protobuf import json_format
-from inference_helpers import make_checkpoint, reference_settings
+from inference_helpers import CHUNK, make_checkpoint, reference_settings
 
 from evalfleet.policy_api import identity
 from evalfleet.v1 import policy_pb2
+from inference_server.backends import RuntimeOptions
 from inference_server.checkpoint import INDEX_NAME, CheckpointError, load, seal
+from inference_server.identity import Described, describe
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -116,3 +118,27 @@ def test_unknown_backend_is_refused(tmp_path: Path) -> None:
     make_checkpoint(tmp_path, "noop")
     result = dry_run(tmp_path, "--backend", "no_such_module:factory")
     assert result.returncode == 2 and "no_such_module" in result.stderr
+
+
+def _described(root: Path, **overrides: object) -> Described:
+    folder = make_checkpoint(root, "deterministic", **overrides)
+    return describe(load(folder), "deterministic", RuntimeOptions())
+
+
+def test_declared_execute_steps_is_a_field_of_the_record_and_absent_changes_no_digest(tmp_path: Path) -> None:
+    plain, zero = _described(tmp_path / "plain"), _described(tmp_path / "zero", execute_steps=0)
+    for record in (plain.record, zero.record):
+        # Left out of the canonical JSON: records that never declared it keep their digests.
+        assert not record.HasField("execute_steps") and "execute_steps" not in identity.as_dict(record)
+    three = _described(tmp_path / "three", execute_steps=3)
+    assert three.record.execute_steps == 3 and identity.as_dict(three.record)["execute_steps"] == 3
+    assert three.digest != plain.digest
+    assert identity.differences(plain.record, three.record) == ["backend_settings_json", "execute_steps"]
+
+
+@pytest.mark.parametrize("value", [CHUNK + 1, -1, "3", True, 2.5])
+def test_execute_steps_past_the_chunk_or_not_a_count_is_refused_by_name(tmp_path: Path, value: object) -> None:
+    with pytest.raises(CheckpointError, match="settings.execute_steps") as refused:
+        _described(tmp_path, execute_steps=value)
+    if value == CHUNK + 1:
+        assert f"more than the chunk length {CHUNK}" in str(refused.value)
