@@ -11,7 +11,16 @@ which `requests_per_message` tells the pool.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
+
+# What of a traceback or error message goes into an error of ours: its end says what failed.
+QUOTE_CHARS = 2000
+
+
+def quote(text: str) -> str:
+    """The end of what the remote said, short enough for an error message."""
+    text = text.strip()
+    return text if len(text) <= QUOTE_CHARS else "..." + text[-QUOTE_CHARS:]
 
 
 class RemoteDown(Exception):
@@ -51,3 +60,15 @@ class Dialect(Protocol):
 
     def connect(self, url: str, timeout_s: float) -> Connection:
         """Opens a connection and reads the handshake. Raises RemoteDown or RemoteSaid."""
+
+
+@runtime_checkable
+class EpisodeConnection(Connection, Protocol):
+    """A connection whose server keeps per-connection episode state (vla-eval): it carries one
+    session's episode from `start_episode` to `end_episode`, so it is bound to that session."""
+
+    def start_episode(self, episode: dict[str, Any]) -> None:
+        """Announces the episode (sent; the server answers only if it fails). Raises RemoteDown."""
+
+    def end_episode(self, result: dict[str, Any]) -> None:
+        """Ends the episode and closes the connection; never raises."""
