@@ -97,12 +97,13 @@ class PolicyService(policy_pb2_grpc.PolicyServicer):
         )
         return self.batcher
 
-    def session_ended(self, session_id: str) -> None:
+    async def session_ended(self, session_id: str) -> None:
         """Tells a backend that holds per-session state (it has `end_session`) that a session was
-        closed or evicted; returns at once, and a failing hook is only logged."""
+        closed or evicted, and waits until it has released it, so that a client which closes one
+        session and opens the next finds the backend's capacity free; a failing hook is logged."""
         backend: object = self.loaded.backend if self.loaded is not None else None  # Backend has no end_session
         if isinstance(backend, EndsSessions):
-            self._session_ends.submit(_end_session, backend, session_id)
+            await asyncio.get_running_loop().run_in_executor(self._session_ends, _end_session, backend, session_id)
 
     # -- helpers ---------------------------------------------------------------------------------
 
@@ -249,7 +250,7 @@ class PolicyService(policy_pb2_grpc.PolicyServicer):
             elif kind == "close":
                 steps = session.next_step
                 self.sessions.close(session)
-                self.session_ended(session.session_id)
+                await self.session_ended(session.session_id)
                 await context.write(self._reply(closed=policy_pb2.SessionClosed(steps=steps)))
                 return
             else:
@@ -321,7 +322,7 @@ async def evict_idle_sessions(service: PolicyService) -> None:
         await asyncio.sleep(period)
         for session_id in service.sessions.evict_idle():
             log.info("evicted idle session %s", session_id)
-            service.session_ended(session_id)
+            await service.session_ended(session_id)
 
 
 # A worker host that dies or is cut off mid-episode sends nothing more, not even a FIN. Between its

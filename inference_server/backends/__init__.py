@@ -83,8 +83,9 @@ class Backend(Protocol):
 class EndsSessions(Protocol):
     """Optional for a backend: one that holds something per session (the `remote` backend's
     vla-eval connection, bound to the session's episode) also has `end_session`. The server calls
-    it once a session is closed or evicted, on a thread of its own, never on the event loop; what
-    it raises is logged and ignored, so a backend without it, or with a failing one, serves alike."""
+    it once a session is closed (before it answers the close) or evicted, on a thread of its own,
+    never on the event loop; what it raises is logged and ignored, so a backend without it, or
+    with a failing one, serves alike."""
 
     def end_session(self, session_id: str) -> None:
         """Releases what the backend holds for the session; a session it never saw is a no-op."""
