@@ -249,6 +249,24 @@ def test_connections_cap_the_concurrent_sessions(tmp_path: Path, remote, start_s
         second.close()
 
 
+def test_a_remote_with_a_chunk_size_answers_one_action_a_step_from_its_own_buffer(tmp_path, start_server) -> None:
+    remote = VlaEvalServer(free_port(), tmp_path / "vlaeval.log", chunk_size=3).run()
+    try:
+        make_vlaeval_checkpoint(tmp_path, remote.url, chunk_length=1)
+        server = start_server(tmp_path, epoch="vlaeval")
+        with server.client() as client, client.open_session(client.identity().digest, episode()) as session:
+            for step in range(4):
+                chunk = session.act(Step(step).images, Step(step).state, step=step, executed=int(step > 0))
+                # Steps 1 and 2 come from the chunk the remote computed at step 0 and kept for the episode.
+                first = 3 * (step // 3)
+                np.testing.assert_allclose(
+                    chunk, Step(first, remote_step=first).expected[step % 3 : step % 3 + 1], rtol=0, atol=1e-4
+                )
+        assert remote.batch_sizes() == [1, 1, 1]  # the warm-up's step, then steps 0 and 3
+    finally:
+        remote.stop()
+
+
 @pytest.mark.parametrize(
     ("override", "named"),
     [

@@ -15,7 +15,7 @@ observation whose first state value is `REFUSE` raises. `--version` goes into th
 `action_spec`, so a restart with another version is another handshake.
 
     python vlaeval_policy.py --port 8000 [--mode ok] [--max-batch-size 1] [--chunk 10]
-        [--action-dim 7] [--version 1]
+        [--action-dim 7] [--version 1] [--chunk-size N]
 """
 
 from __future__ import annotations
@@ -57,9 +57,12 @@ def observation_spec() -> dict[str, DimSpec]:
 
 
 class TestPolicy(PredictModelServer):
-    def __init__(self, mode: str, max_batch_size: int, chunk: int, action_dim: int, version: str) -> None:
-        # chunk_size=None: every observation is answered with the whole chunk, as evalfleet needs.
-        super().__init__(chunk_size=None, max_batch_size=max_batch_size, max_wait_time=0.05)
+    def __init__(
+        self, mode: str, max_batch_size: int, chunk: int, action_dim: int, version: str, chunk_size: int | None
+    ) -> None:
+        # chunk_size=None: every observation is answered with the whole chunk; with a chunk_size,
+        # vla-eval answers one action per observation from a chunk it buffers per episode.
+        super().__init__(chunk_size=chunk_size, max_batch_size=max_batch_size, max_wait_time=0.05)
         self.mode, self.chunk, self.action_dim, self.version = mode, chunk, action_dim, version
         self.episodes: dict[str, str] = {}  # vla-eval's per-connection session id -> evalfleet episode id
 
@@ -106,11 +109,12 @@ def main() -> None:
     parser.add_argument("--chunk", type=int, default=10)
     parser.add_argument("--action-dim", type=int, default=7)
     parser.add_argument("--version", default="1")
+    parser.add_argument("--chunk-size", type=int, default=None, help="vla-eval's chunk_size (default: None)")
     args = parser.parse_args()
     # websockets logs "server listening on HOST:PORT", the line the harness waits for; vla-eval
     # logs each connection, HELLO, EPISODE_START and EPISODE_END.
     logging.basicConfig(level=logging.INFO, format="%(name)s %(levelname)s %(message)s")
-    policy = TestPolicy(args.mode, args.max_batch_size, args.chunk, args.action_dim, args.version)
+    policy = TestPolicy(args.mode, args.max_batch_size, args.chunk, args.action_dim, args.version, args.chunk_size)
     serve(policy, host="127.0.0.1", port=args.port)
 
 

@@ -13,6 +13,10 @@ ACTION with the same `seq`, EPISODE_END. A policy exception comes back as an ERR
 connection stays open. The server keeps episode state per connection (its step counter, a chunk
 buffer, whatever the model keeps), so a connection carries one session's episode: see
 `episodes.py`. With `max_batch_size > 1` the server batches observations across connections.
+
+A server with `chunk_size=None` answers each observation with the model's whole chunk [T, D]; one
+with a `chunk_size` answers one action [D] per observation, from a chunk it buffers per episode,
+which is a chunk of one here (a checkpoint with `chunk_length: 1`).
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import msgpack
+import numpy as np
 import websockets.exceptions
 from vla_eval.protocol.messages import (
     PROTOCOL_VERSION,
@@ -100,7 +105,10 @@ class VlaEvalConnection:
             raise RemoteSaid(f"expected the ACTION for seq {seq}, got {reply.type.value} with seq {reply.seq}")
         if "actions" not in reply.payload:
             raise RemoteSaid(f"the ACTION has no 'actions' (it has {sorted(map(str, reply.payload))})")
-        return [reply.payload["actions"]]
+        actions = reply.payload["actions"]
+        # A server with a chunk_size answers one action [D] per observation from its chunk buffer:
+        # a chunk of one, for a checkpoint whose chunk_length is 1.
+        return [actions[None] if isinstance(actions, np.ndarray) and actions.ndim == 1 else actions]
 
     def end_episode(self, result: dict[str, Any]) -> None:
         try:
