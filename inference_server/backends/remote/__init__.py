@@ -183,8 +183,9 @@ class RemoteBackend:
     # -- load ------------------------------------------------------------------------------------
 
     def load(self) -> None:
-        """Opens every connection (waiting up to `load_timeout_s` for the remote to come up), pins
-        its handshake, and sends one step of zeros, so a wrong mapping or contract fails here."""
+        """Opens every connection (vla-eval: one, since each session opens its own; waiting up to
+        `load_timeout_s` for the remote to come up), pins its handshake, and sends one step of
+        zeros, so a wrong mapping or contract fails here."""
         deadline = time.monotonic() + self.settings.load_timeout_s
         if self._episodes is not None:  # each session opens its own; this one pins the handshake
             self._episodes.idle.append(self._connect_at_load(deadline))

@@ -87,12 +87,12 @@ class EpisodeConnections:
                 connection = session.connection or self._open(session, history, timeout_s)
                 try:
                     (actions,) = connection.infer([request], timeout_s)
-                except RemoteDown as exc:
+                except RemoteDown as exc:  # closed, or a reply that may still come: the connection is done
                     self._broke(session, exc)
                     raise
-                except RemoteSaid:
-                    if not connection.is_open():  # out of step with the remote: start over next time
-                        session.connection = None
+                except RemoteSaid as exc:
+                    if not connection.is_open():  # the dialect closed it: out of step with the remote
+                        self._broke(session, exc)
                     raise
                 session.answered += 1
                 return self._check(actions)
@@ -142,7 +142,7 @@ class EpisodeConnections:
         session.connection = connection
         return connection
 
-    def _broke(self, session: _Session, exc: RemoteDown) -> None:
+    def _broke(self, session: _Session, exc: Exception) -> None:
         connection, session.connection = session.connection, None
         if connection is not None:
             connection.close()

@@ -22,7 +22,7 @@ which is a chunk of one here (a checkpoint with `chunk_length: 1`).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import msgpack
@@ -81,7 +81,7 @@ class VlaEvalConnection:
     connection: ClientConnection
     handshake: bytes
     seq: int = 1  # the HELLO's
-    episode_seq: int = field(default=0)
+    episode_seq: int = 0  # the EPISODE_START's, whose ERROR (if it fails) comes before the ACTION
 
     def _next(self, kind: MessageType, payload: dict[str, Any]) -> int:
         self.seq += 1
