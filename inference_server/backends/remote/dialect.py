@@ -5,7 +5,8 @@ spreading a batch over it, checking the replies and turning failures into typed 
 A dialect owns one wire format: how to connect and read the server's handshake, how to carry a
 list of mapped requests (one session's step each) and where each reply's actions are. openpi
 carries one request per round trip; StarVLA can carry several sessions' steps in one envelope,
-which `requests_per_message` tells the pool.
+which `requests_per_message` tells the pool. vla-eval's server keeps episode state per connection:
+its connections are `EpisodeConnection`s, each bound to one session (`episodes.py`).
 """
 
 from __future__ import annotations
