@@ -15,6 +15,7 @@ import logging
 import time
 import uuid
 from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
@@ -37,7 +38,7 @@ from evalfleet.policy_api.errors import (
 from evalfleet.v1 import policy_pb2, policy_pb2_grpc
 from evalfleet.wire import MalformedRequestInterceptor
 from inference_server import observations, sessions
-from inference_server.backends import Backend
+from inference_server.backends import Backend, EndsSessions
 from inference_server.batcher import Batcher
 from inference_server.metrics import PolicyMetrics
 
@@ -76,6 +77,8 @@ class PolicyService(policy_pb2_grpc.PolicyServicer):
         self.batcher: Batcher | None = None
         self._attached = 0
         self.metrics = PolicyMetrics(self)
+        # Backends' end_session hooks run here: they may talk to a remote, never on the event loop.
+        self._session_ends = ThreadPoolExecutor(max_workers=4, thread_name_prefix="session-end")
 
     @property
     def attached(self) -> int:
@@ -93,6 +96,14 @@ class PolicyService(policy_pb2_grpc.PolicyServicer):
             attached_sessions=lambda: self._attached,
         )
         return self.batcher
+
+    async def session_ended(self, session_id: str) -> None:
+        """Tells a backend that holds per-session state (it has `end_session`) that a session was
+        closed or evicted, and waits until it has released it, so that a client which closes one
+        session and opens the next finds the backend's capacity free; a failing hook is logged."""
+        backend: object = self.loaded.backend if self.loaded is not None else None  # Backend has no end_session
+        if isinstance(backend, EndsSessions):
+            await asyncio.get_running_loop().run_in_executor(self._session_ends, _end_session, backend, session_id)
 
     # -- helpers ---------------------------------------------------------------------------------
 
@@ -239,6 +250,7 @@ class PolicyService(policy_pb2_grpc.PolicyServicer):
             elif kind == "close":
                 steps = session.next_step
                 self.sessions.close(session)
+                await self.session_ended(session.session_id)
                 await context.write(self._reply(closed=policy_pb2.SessionClosed(steps=steps)))
                 return
             else:
@@ -286,6 +298,13 @@ class PolicyService(policy_pb2_grpc.PolicyServicer):
         return self._reply(chunk=answer)
 
 
+def _end_session(backend: EndsSessions, session_id: str) -> None:
+    try:
+        backend.end_session(session_id)
+    except Exception:
+        log.exception("the backend's end_session(%s) failed; the server keeps serving", session_id)
+
+
 async def _read(context: SessionContext) -> policy_pb2.SessionRequest | None:
     """The next stream message, None once the client is done writing; bytes that do not parse are
     the client's error, not grpc's UNKNOWN."""
@@ -303,6 +322,7 @@ async def evict_idle_sessions(service: PolicyService) -> None:
         await asyncio.sleep(period)
         for session_id in service.sessions.evict_idle():
             log.info("evicted idle session %s", session_id)
+            await service.session_ended(session_id)
 
 
 # A worker host that dies or is cut off mid-episode sends nothing more, not even a FIN. Between its

@@ -12,7 +12,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, cast
+from typing import Protocol, cast, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
@@ -77,6 +77,18 @@ class Backend(Protocol):
 
     def act(self, observations: Sequence[Observation], histories: Sequence[History]) -> npt.NDArray[np.float32]:
         """Returns float32 chunks [batch, chunk_length, action_dim], one per observation."""
+
+
+@runtime_checkable
+class EndsSessions(Protocol):
+    """Optional for a backend: one that holds something per session (the `remote` backend's
+    vla-eval connection, bound to the session's episode) also has `end_session`. The server calls
+    it once a session is closed (before it answers the close) or evicted, on a thread of its own,
+    never on the event loop; what it raises is logged and ignored, so a backend without it, or
+    with a failing one, serves alike."""
+
+    def end_session(self, session_id: str) -> None:
+        """Releases what the backend holds for the session; a session it never saw is a no-op."""
 
 
 BackendFactory = Callable[[Checkpoint, RuntimeOptions], Backend]

@@ -4,11 +4,13 @@
 the server while it is NOT_SERVING; its act fails for a negative state, so a test can watch a
 backend failure that must leave the session intact, and hangs for a state of 1000 or more, so a
 test can watch a client give up on a hung server. `failing_load` raises in load, after the server
-opened its port; `strict` refuses a non-numeric `speed` setting with a ValueError.
+opened its port; `strict` refuses a non-numeric `speed` setting with a ValueError; `ending` has the
+optional `end_session` hook, which logs and fails.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -56,3 +58,16 @@ def strict(checkpoint: Checkpoint, options: RuntimeOptions) -> DeterministicBack
     if not isinstance(speed, int | float):
         raise ValueError(f"setting speed must be a number, got {speed!r}")
     return DeterministicBackend(checkpoint)
+
+
+class EndingBackend(DeterministicBackend):
+    """Has the optional `end_session` hook: it logs the session it heard of, then fails, as a
+    broken hook would; the server must keep serving."""
+
+    def end_session(self, session_id: str) -> None:
+        logging.getLogger("inference_server").info("ending backend heard end_session %s", session_id)
+        raise RuntimeError("end_session fails on purpose")
+
+
+def ending(checkpoint: Checkpoint, options: RuntimeOptions) -> EndingBackend:
+    return EndingBackend(checkpoint)

@@ -341,6 +341,25 @@ def test_idle_session_is_evicted(tmp_path: Path, start_server) -> None:
             session.act(images(), state(1.0), 1, 1)
 
 
+def test_a_backend_hears_each_session_end_and_a_failing_hook_changes_nothing(tmp_path: Path, start_server) -> None:
+    make_checkpoint(tmp_path, "inference_plugin_backend:ending")
+    server = start_server(tmp_path, "--session-idle-seconds", "2")
+    heard = "ending backend heard end_session"
+    with server.client() as client:
+        digest = client.identity().digest
+        closed = client.open_session(digest, episode("closed"))
+        closed.act(images(), state(1.0), 0, 0)
+        closed.close()
+        server.wait_for_line(lambda line: f"{heard} {closed.session_id}" in line, 30)
+        idle = client.open_session(digest, episode("idle"))
+        idle.act(images(), state(1.0), 0, 0)
+        server.wait_for_line(lambda line: f"{heard} {idle.session_id}" in line, 30)  # evicted
+        with client.open_session(digest, episode("after")) as session:
+            np.testing.assert_array_equal(session.act(images(), state(2.0), 0, 0), expected_chunk(0, 2.0))
+    log = server.log_path.read_text()
+    assert log.count("end_session fails on purpose") >= 2 and "Traceback" in log  # logged, not fatal
+
+
 def test_token_is_required_and_checked(tmp_path: Path, start_server) -> None:
     make_checkpoint(tmp_path, "deterministic")
     token_file = tmp_path / "token"

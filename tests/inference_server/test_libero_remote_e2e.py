@@ -1,7 +1,8 @@
-"""Real LIBERO episodes through a policy served by the real openpi server: scheduler → renderer
-worker → evalfleet inference server (`remote` backend) → openpi-server, every one a process.
+"""Real LIBERO episodes through a policy served by a real remote server, per dialect (openpi-server;
+vla-eval's model server): scheduler → renderer worker → evalfleet inference server (`remote`
+backend) → the remote, every one a process.
 
-The openpi server is killed in the middle of an episode: that attempt fails as
+The remote server is killed in the middle of an episode: that attempt fails as
 `policy_unavailable` (an infrastructure failure, never a result), the task is retried, and every
 episode completes once the server is back at the same URL.
 """
@@ -17,6 +18,7 @@ from pathlib import Path
 import pytest
 from openpi_helpers import OpenpiServer, make_remote_checkpoint
 from procs import build_libero_manifests, submit_libero, wait_settled, wait_until
+from vlaeval_helpers import VlaEvalServer, make_vlaeval_checkpoint
 
 from evalfleet.processes import free_port
 from evalfleet.v1 import scheduler_pb2
@@ -30,30 +32,39 @@ CAMERA = 64
 MAX_STEPS = 6
 
 
-def test_libero_episodes_through_openpi_survive_a_killed_remote(scheduler, tmp_path, start_policy, start_worker):
+# dialect: (the remote server, the checkpoint maker, the epoch it seals)
+DIALECTS = {
+    "openpi": (OpenpiServer, make_remote_checkpoint, "pi05"),
+    "vla-eval": (VlaEvalServer, make_vlaeval_checkpoint, "vlaeval"),
+}
+
+
+@pytest.mark.parametrize("dialect", sorted(DIALECTS))
+def test_libero_episodes_through_a_remote_survive_its_kill(dialect, scheduler, tmp_path, start_policy, start_worker):
     out = tmp_path / "manifests"
     build_libero_manifests(out, "0-1", 1, CAMERA, MAX_STEPS)
 
-    openpi = OpenpiServer(free_port(), tmp_path / "openpi.log").run()
+    server_class, make_checkpoint, epoch = DIALECTS[dialect]
+    remote = server_class(free_port(), tmp_path / "remote.log").run()
     try:
-        root = make_remote_checkpoint(
+        root = make_checkpoint(
             tmp_path / "checkpoints",
-            openpi.url,
+            remote.url,
             cameras=[{"name": n, "height": CAMERA, "width": CAMERA} for n in ("agentview", "robot0_eye_in_hand")],
             chunk_length=2,
         )
-        policy = start_policy("pi05", root=root)
+        policy = start_policy(epoch, root=root)
         submit_libero(scheduler.address, policy.address, out, "remote-e2e", "--max-attempts", "4")
         start_worker(scheduler.address, [policy.address], "--routes", "libero", worker_id="lw0")
 
         client = scheduler.client()
         # The first step of an episode is answered (the warm-up's prompt is "warm up"): kill it now.
-        openpi.wait_for_line(lambda line: "answered prompt=" in line and "warm up" not in line, timeout=300)
-        openpi.kill()
+        remote.wait_for_line(lambda line: "answered prompt=" in line and "warm up" not in line, timeout=300)
+        remote.kill()
         deadline = time.monotonic() + 300
         failed_attempt = "SELECT 1 FROM attempts WHERE outcome = 'failed'"
         wait_until(lambda: _rows(scheduler.db, failed_attempt), 300, "an attempt failed while the remote was down")
-        openpi.run()
+        remote.run()
 
         wait_settled(client, "remote-e2e", max(1.0, deadline - time.monotonic()))
         summary = client.summary("remote-e2e")
@@ -65,7 +76,7 @@ def test_libero_episodes_through_openpi_survive_a_killed_remote(scheduler, tmp_p
         steps = _rows(scheduler.db, "SELECT steps FROM episode_results")
         assert [s for (s,) in steps] == [MAX_STEPS] * 2
     finally:
-        openpi.stop()
+        remote.stop()
 
 
 def _rows(db: Path, query: str) -> list[tuple]:

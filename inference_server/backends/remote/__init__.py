@@ -1,5 +1,5 @@
-"""`remote`: the policy runs in a server labs already operate (openpi's `serve_policy.py` now;
-StarVLA and vla-eval next); this backend forwards each session's steps to it.
+"""`remote`: the policy runs in a server labs already operate (openpi's `serve_policy.py`, a
+vla-eval model server; StarVLA next); this backend forwards each session's steps to it.
 
 Everything else stays evalfleet's: the scheduler, manifests, workers, sessions, batching and
 results. The checkpoint folder holds only `evalfleet-checkpoint.json`, whose settings name the
@@ -18,6 +18,9 @@ Every failure is infrastructure, named with the URL and what the remote said: un
 closed or slow → RemoteUnavailable; a traceback, an undecodable reply, a wrong shape or
 non-finite actions → BackendFailed. A failed connection is dropped and reopened on its next use.
 One failed step fails its whole batch (the batcher answers a batch together).
+
+vla-eval's server keeps episode state per connection, so there a connection belongs to one session
+for its episode instead of serving any step (`episodes.py`); `end_session` ends it.
 """
 
 from __future__ import annotations
@@ -41,11 +44,14 @@ from inference_server.backends import BackendError, History, Observation, Runtim
 from inference_server.backends.reference import NUMPY_PRECISION, _contract
 from inference_server.backends.remote import mapping
 from inference_server.backends.remote.dialect import Connection, Dialect, RemoteDown, RemoteSaid
+from inference_server.backends.remote.episodes import EpisodeConnections
 from inference_server.checkpoint import Checkpoint, CheckpointError
 
 log = logging.getLogger("inference_server")
 
-DIALECTS = ("openpi",)
+DIALECTS = ("openpi", "vla-eval")
+# Dialects whose server keeps episode state per connection: a connection per session.
+EPISODE_DIALECTS = ("vla-eval",)
 SHA256_HEX = 64
 
 
@@ -115,6 +121,10 @@ def make_dialect(name: str) -> Dialect:
     """The dialect's module is imported here, so a server without the remote extra still builds
     every other backend."""
     try:
+        if name == "vla-eval":
+            from inference_server.backends.remote.vlaeval import VlaEvalDialect
+
+            return VlaEvalDialect()
         from inference_server.backends.remote.openpi import OpenpiDialect
     except ImportError as exc:
         raise BackendError(
@@ -160,6 +170,11 @@ class RemoteBackend:
         self.handshake_sha256 = ""
         self._pool = _Pool(self.settings.connections)
         self._executor = ThreadPoolExecutor(self.settings.connections, thread_name_prefix="remote-policy")
+        self._episodes = (
+            EpisodeConnections(self.where, self.settings.connections, self._connect_checked, self._checked)
+            if self.settings.dialect in EPISODE_DIALECTS
+            else None
+        )
 
     @property
     def where(self) -> str:
@@ -168,21 +183,29 @@ class RemoteBackend:
     # -- load ------------------------------------------------------------------------------------
 
     def load(self) -> None:
-        """Opens every connection (waiting up to `load_timeout_s` for the remote to come up), pins
-        its handshake, and sends one step of zeros, so a wrong mapping or contract fails here."""
+        """Opens every connection (vla-eval: one, since each session opens its own; waiting up to
+        `load_timeout_s` for the remote to come up), pins its handshake, and sends one step of
+        zeros, so a wrong mapping or contract fails here."""
         deadline = time.monotonic() + self.settings.load_timeout_s
-        for slot in range(self.settings.connections):
-            self._pool.connections[slot] = self._connect_at_load(deadline)
+        if self._episodes is not None:  # each session opens its own; this one pins the handshake
+            self._episodes.idle.append(self._connect_at_load(deadline))
+        else:
+            for slot in range(self.settings.connections):
+                self._pool.connections[slot] = self._connect_at_load(deadline)
         zeros = Observation(
             step=0,
             images={c.name: np.zeros((c.height, c.width, c.channels), dtype=np.dtype(c.dtype)) for c in self.cameras},
             state={s.name: _unit_state(s.length) for s in self.state},
         )
-        history = History(session_id="warm-up", episode=policy_pb2.EpisodeMeta(instruction="warm up"))
+        history = History(
+            session_id="warm-up", episode=policy_pb2.EpisodeMeta(episode_id="warm-up", instruction="warm up")
+        )
         try:
             self._step(zeros, history, max(0.0, deadline - time.monotonic()))
         except PolicyError as exc:
             raise RemoteNotReady(f"warm-up step failed: {exc.message}") from None
+        finally:
+            self.end_session(history.session_id)
         log.info(
             "%s: handshake sha256 %s (pin it with the setting handshake_sha256)", self.where, self.handshake_sha256
         )
@@ -223,6 +246,8 @@ class RemoteBackend:
     def _step(self, observation: Observation, history: History, timeout_s: float) -> npt.NDArray[np.float32]:
         """One session's step over a free connection; typed policy errors name the remote."""
         request = mapping.build_request(self.settings.request, observation, history)
+        if self._episodes is not None:  # the session's own connection
+            return self._episodes.step(request, history, timeout_s)
         slot = self._pool.idle.get()
         try:
             connection = self._connection(slot, timeout_s)
@@ -245,6 +270,12 @@ class RemoteBackend:
         if connection is not None and connection.is_open():
             return connection
         self._drop(slot)
+        connection = self._connect_checked(timeout_s)
+        self._pool.connections[slot] = connection
+        return connection
+
+    def _connect_checked(self, timeout_s: float) -> Connection:
+        """A new connection; another handshake than the one pinned at load is a remote restart."""
         connection = self.dialect.connect(self.settings.url, timeout_s)
         digest = hashlib.sha256(connection.handshake).hexdigest()
         if digest != self.handshake_sha256:
@@ -253,7 +284,6 @@ class RemoteBackend:
                 f"{self.where} restarted: its handshake sha256 is now {digest}, "
                 f"this server pinned {self.handshake_sha256} at load"
             )
-        self._pool.connections[slot] = connection
         return connection
 
     def _drop(self, slot: int) -> None:
@@ -272,6 +302,14 @@ class RemoteBackend:
         if not np.all(np.isfinite(chunk)):
             raise RemoteSaid("actions are not finite")
         return chunk
+
+    # -- sessions --------------------------------------------------------------------------------
+
+    def end_session(self, session_id: str) -> None:
+        """The inference server closed or evicted the session: a session-bound remote ends its
+        episode (vla-eval: EPISODE_END, then the connection closes); openpi holds nothing."""
+        if self._episodes is not None:
+            self._episodes.end(session_id)
 
 
 def _unit_state(length: int) -> npt.NDArray[np.float64]:

@@ -5,13 +5,23 @@ spreading a batch over it, checking the replies and turning failures into typed 
 A dialect owns one wire format: how to connect and read the server's handshake, how to carry a
 list of mapped requests (one session's step each) and where each reply's actions are. openpi
 carries one request per round trip; StarVLA can carry several sessions' steps in one envelope,
-which `requests_per_message` tells the pool.
+which `requests_per_message` tells the pool. vla-eval's server keeps episode state per connection:
+its connections are `EpisodeConnection`s, each bound to one session (`episodes.py`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
+
+# What of a traceback or error message goes into an error of ours: its end says what failed.
+QUOTE_CHARS = 2000
+
+
+def quote(text: str) -> str:
+    """The end of what the remote said, short enough for an error message."""
+    text = text.strip()
+    return text if len(text) <= QUOTE_CHARS else "..." + text[-QUOTE_CHARS:]
 
 
 class RemoteDown(Exception):
@@ -51,3 +61,15 @@ class Dialect(Protocol):
 
     def connect(self, url: str, timeout_s: float) -> Connection:
         """Opens a connection and reads the handshake. Raises RemoteDown or RemoteSaid."""
+
+
+@runtime_checkable
+class EpisodeConnection(Connection, Protocol):
+    """A connection whose server keeps per-connection episode state (vla-eval): it carries one
+    session's episode from `start_episode` to `end_episode`, so it is bound to that session."""
+
+    def start_episode(self, episode: dict[str, Any]) -> None:
+        """Announces the episode (sent; the server answers only if it fails). Raises RemoteDown."""
+
+    def end_episode(self, result: dict[str, Any]) -> None:
+        """Ends the episode and closes the connection; never raises."""

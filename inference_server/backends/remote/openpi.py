@@ -23,16 +23,7 @@ from openpi_client import msgpack_numpy
 from websockets.protocol import State
 from websockets.sync.client import ClientConnection, connect
 
-from inference_server.backends.remote.dialect import RemoteDown, RemoteSaid
-
-# What of a traceback frame goes into an error message: its end says what failed.
-QUOTE_CHARS = 2000
-
-
-def quote(text: str) -> str:
-    """The end of what the remote said, short enough for an error message."""
-    text = text.strip()
-    return text if len(text) <= QUOTE_CHARS else "..." + text[-QUOTE_CHARS:]
+from inference_server.backends.remote.dialect import RemoteDown, RemoteSaid, quote
 
 
 def _received(connection: ClientConnection, timeout_s: float, what: str) -> bytes:
