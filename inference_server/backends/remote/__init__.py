@@ -1,5 +1,5 @@
-"""`remote`: the policy runs in a server labs already operate (openpi's `serve_policy.py` now;
-StarVLA and vla-eval next); this backend forwards each session's steps to it.
+"""`remote`: the policy runs in a server labs already operate (openpi's `serve_policy.py`,
+StarVLA's `server_policy.py`; vla-eval next); this backend forwards each session's steps to it.
 
 Everything else stays evalfleet's: the scheduler, manifests, workers, sessions, batching and
 results. The checkpoint folder holds only `evalfleet-checkpoint.json`, whose settings name the
@@ -16,17 +16,21 @@ restarted, perhaps with another model, and the steps fail with RemoteRestarted u
 
 Every failure is infrastructure, named with the URL and what the remote said: unreachable,
 closed or slow → RemoteUnavailable; a traceback, an undecodable reply, a wrong shape or
-non-finite actions → BackendFailed. A failed connection is dropped and reopened on its next use.
-One failed step fails its whole batch (the batcher answers a batch together).
+non-finite actions → BackendFailed. A failed connection is dropped and reopened on its next use,
+unless the remote answered with an error of its own on a connection it keeps (RemoteRefused).
+A batch goes out in groups of at most the dialect's `requests_per_message` steps (openpi: 1,
+StarVLA: several sessions' steps in one message), a group per pooled connection. One failed group
+fails its whole batch (the batcher answers a batch together).
 """
 
 from __future__ import annotations
 
 import hashlib
+import importlib
 import logging
 import queue
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -40,12 +44,16 @@ from evalfleet.v1 import policy_pb2
 from inference_server.backends import BackendError, History, Observation, RuntimeOptions
 from inference_server.backends.reference import NUMPY_PRECISION, _contract
 from inference_server.backends.remote import mapping
-from inference_server.backends.remote.dialect import Connection, Dialect, RemoteDown, RemoteSaid
+from inference_server.backends.remote.dialect import Connection, Dialect, RemoteDown, RemoteRefused, RemoteSaid
 from inference_server.checkpoint import Checkpoint, CheckpointError
 
 log = logging.getLogger("inference_server")
 
-DIALECTS = ("openpi",)
+# The `dialect` setting → the module that implements it (imported only when a checkpoint names it).
+DIALECTS = {
+    "openpi": "inference_server.backends.remote.openpi",
+    "starvla": "inference_server.backends.remote.starvla",
+}
 SHA256_HEX = 64
 
 
@@ -111,16 +119,17 @@ class RemoteNotReady(Exception):
     server exits 1 (a load failure), not 2."""
 
 
-def make_dialect(name: str) -> Dialect:
-    """The dialect's module is imported here, so a server without the remote extra still builds
-    every other backend."""
+def make_dialect(name: str, settings: Mapping[str, Any]) -> Dialect:
+    """The dialect from its module's `from_settings` (ValueError names a bad setting). The module is
+    imported here, so a server without the remote extra still builds every other backend."""
     try:
-        from inference_server.backends.remote.openpi import OpenpiDialect
+        module = importlib.import_module(DIALECTS[name])
     except ImportError as exc:
         raise BackendError(
             f"the {name} dialect needs the remote extra (pip install 'evalfleet[remote]'): {exc}"
         ) from exc
-    return OpenpiDialect()
+    from_settings: Callable[[Mapping[str, Any]], Dialect] = module.from_settings
+    return from_settings(settings)
 
 
 class _Pool:
@@ -147,9 +156,9 @@ class RemoteBackend:
             self.settings = parse_settings(
                 checkpoint.settings, [c.name for c in self.cameras], {s.name: s.length for s in self.state}
             )
+            self.dialect = make_dialect(self.settings.dialect, checkpoint.settings)
         except ValueError as exc:
             raise CheckpointError(f"{checkpoint.root}: remote backend: {exc}") from exc
-        self.dialect = make_dialect(self.settings.dialect)
         self.remote = policy_pb2.RemoteIdentity(
             dialect=self.settings.dialect,
             url=self.settings.url,
@@ -180,7 +189,7 @@ class RemoteBackend:
         )
         history = History(session_id="warm-up", episode=policy_pb2.EpisodeMeta(instruction="warm up"))
         try:
-            self._step(zeros, history, max(0.0, deadline - time.monotonic()))
+            self._steps([(zeros, history)], max(0.0, deadline - time.monotonic()))
         except PolicyError as exc:
             raise RemoteNotReady(f"warm-up step failed: {exc.message}") from None
         log.info(
@@ -210,28 +219,35 @@ class RemoteBackend:
     # -- act -------------------------------------------------------------------------------------
 
     def act(self, observations: Sequence[Observation], histories: Sequence[History]) -> npt.NDArray[np.float32]:
+        steps = list(zip(observations, histories, strict=True))
+        size = self.dialect.requests_per_message
         futures = [
-            self._executor.submit(self._step, o, h, self.settings.reply_timeout_s)
-            for o, h in zip(observations, histories, strict=True)
+            self._executor.submit(self._steps, steps[i : i + size], self.settings.reply_timeout_s)
+            for i in range(0, len(steps), size)
         ]
-        errors = [f.exception() for f in futures]  # waits for every step, so no connection is mid-reply
+        errors = [f.exception() for f in futures]  # waits for every group, so no connection is mid-reply
         failed = next((e for e in errors if e is not None), None)
         if failed is not None:
             raise failed
-        return np.stack([f.result() for f in futures])
+        return np.concatenate([f.result() for f in futures])
 
-    def _step(self, observation: Observation, history: History, timeout_s: float) -> npt.NDArray[np.float32]:
-        """One session's step over a free connection; typed policy errors name the remote."""
-        request = mapping.build_request(self.settings.request, observation, history)
+    def _steps(self, steps: Sequence[tuple[Observation, History]], timeout_s: float) -> npt.NDArray[np.float32]:
+        """Sessions' steps in one message over a free connection, as [steps, chunk_length,
+        action_dim]; typed policy errors name the remote."""
+        requests = [mapping.build_request(self.settings.request, o, h) for o, h in steps]
         slot = self._pool.idle.get()
         try:
             connection = self._connection(slot, timeout_s)
             try:
-                (actions,) = connection.infer([request], timeout_s)
+                actions = connection.infer(requests, timeout_s)
+            except RemoteRefused:
+                raise  # the remote's own error; it keeps the connection
             except (RemoteDown, RemoteSaid):
                 self._drop(slot)
                 raise
-            return self._checked(actions)
+            if len(actions) != len(requests):
+                raise RemoteSaid(f"the remote answered {len(actions)} action chunks for {len(requests)} steps")
+            return np.stack([self._checked(a) for a in actions])
         except RemoteDown as exc:
             raise RemoteUnavailable(f"{self.where}: {exc}") from None
         except RemoteSaid as exc:

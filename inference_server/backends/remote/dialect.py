@@ -4,8 +4,9 @@ The backend owns everything the protocols share: the observation mapping, the co
 spreading a batch over it, checking the replies and turning failures into typed policy errors.
 A dialect owns one wire format: how to connect and read the server's handshake, how to carry a
 list of mapped requests (one session's step each) and where each reply's actions are. openpi
-carries one request per round trip; StarVLA can carry several sessions' steps in one envelope,
-which `requests_per_message` tells the pool.
+carries one request per round trip; StarVLA carries several sessions' steps in one envelope, up
+to `requests_per_message`: the backend splits a batch into groups of at most that many, one
+message each.
 """
 
 from __future__ import annotations
@@ -21,6 +22,11 @@ class RemoteDown(Exception):
 class RemoteSaid(Exception):
     """The remote answered, but with an error or with something that is not a reply (its traceback,
     an error message, bytes that do not decode); the message quotes what it said."""
+
+
+class RemoteRefused(RemoteSaid):
+    """The remote answered the request with an error of its own and keeps the connection open
+    (StarVLA's error data): the step fails, the connection stays in the pool."""
 
 
 class Connection(Protocol):
@@ -41,6 +47,9 @@ class Connection(Protocol):
 
 
 class Dialect(Protocol):
+    """A dialect module's `from_settings(settings)` builds one from the checkpoint's settings,
+    raising ValueError that names a bad setting of its own."""
+
     @property
     def name(self) -> str:
         """The `dialect` setting that selects it."""
