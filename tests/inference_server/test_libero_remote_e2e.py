@@ -1,7 +1,8 @@
-"""Real LIBERO episodes through a policy served by the real openpi server: scheduler → renderer
-worker → evalfleet inference server (`remote` backend) → openpi-server, every one a process.
+"""Real LIBERO episodes through a policy served by the real openpi server, and through the double
+of StarVLA's server (on openpi-server's transport): scheduler → renderer worker → evalfleet
+inference server (`remote` backend, dialect openpi or starvla) → the remote, every one a process.
 
-The openpi server is killed in the middle of an episode: that attempt fails as
+The remote is killed in the middle of an episode: that attempt fails as
 `policy_unavailable` (an infrastructure failure, never a result), the task is retried, and every
 episode completes once the server is back at the same URL.
 """
@@ -15,7 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
-from openpi_helpers import OpenpiServer, make_remote_checkpoint
+from openpi_helpers import POLICY_SCRIPT, STARVLA_DOUBLE, OpenpiServer, make_remote_checkpoint
 from procs import build_libero_manifests, submit_libero, wait_settled, wait_until
 
 from evalfleet.processes import free_port
@@ -30,15 +31,19 @@ CAMERA = 64
 MAX_STEPS = 6
 
 
-def test_libero_episodes_through_openpi_survive_a_killed_remote(scheduler, tmp_path, start_policy, start_worker):
+@pytest.mark.parametrize(("dialect", "script"), [("openpi", POLICY_SCRIPT), ("starvla", STARVLA_DOUBLE)])
+def test_libero_episodes_through_a_remote_survive_its_kill(
+    scheduler, tmp_path, start_policy, start_worker, dialect: str, script: Path
+):
     out = tmp_path / "manifests"
     build_libero_manifests(out, "0-1", 1, CAMERA, MAX_STEPS)
 
-    openpi = OpenpiServer(free_port(), tmp_path / "openpi.log").run()
+    remote = OpenpiServer(free_port(), tmp_path / f"{dialect}.log", script=script).run()
     try:
         root = make_remote_checkpoint(
             tmp_path / "checkpoints",
-            openpi.url,
+            remote.url,
+            dialect=dialect,
             cameras=[{"name": n, "height": CAMERA, "width": CAMERA} for n in ("agentview", "robot0_eye_in_hand")],
             chunk_length=2,
         )
@@ -48,12 +53,12 @@ def test_libero_episodes_through_openpi_survive_a_killed_remote(scheduler, tmp_p
 
         client = scheduler.client()
         # The first step of an episode is answered (the warm-up's prompt is "warm up"): kill it now.
-        openpi.wait_for_line(lambda line: "answered prompt=" in line and "warm up" not in line, timeout=300)
-        openpi.kill()
+        remote.wait_for_line(lambda line: "answered prompt=" in line and "warm up" not in line, timeout=300)
+        remote.kill()
         deadline = time.monotonic() + 300
         failed_attempt = "SELECT 1 FROM attempts WHERE outcome = 'failed'"
         wait_until(lambda: _rows(scheduler.db, failed_attempt), 300, "an attempt failed while the remote was down")
-        openpi.run()
+        remote.run()
 
         wait_settled(client, "remote-e2e", max(1.0, deadline - time.monotonic()))
         summary = client.summary("remote-e2e")
@@ -65,7 +70,7 @@ def test_libero_episodes_through_openpi_survive_a_killed_remote(scheduler, tmp_p
         steps = _rows(scheduler.db, "SELECT steps FROM episode_results")
         assert [s for (s,) in steps] == [MAX_STEPS] * 2
     finally:
-        openpi.stop()
+        remote.stop()
 
 
 def _rows(db: Path, query: str) -> list[tuple]:
