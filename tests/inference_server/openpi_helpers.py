@@ -87,6 +87,7 @@ def starvla_settings(url: str, **overrides: Any) -> dict[str, Any]:
     """StarVLA's LIBERO mapping (its `eval_libero.py`): both cameras as the example's `image` list,
     the instruction as `lang`; here also the 8-D state, which StarVLA sends when a model uses it."""
     settings = remote_settings(url, dialect="starvla", examples_per_request=8, unnorm_key="libero_goal")
+    settings["predict_kwargs"] = {"do_sample": False, "use_ddim": True, "num_ddim_steps": 10}
     settings["request"] = [
         {"key": "image", "cameras": ["agentview", "robot0_eye_in_hand"], "resize_with_pad": [224, 224]},
         {"key": "lang", "instruction": True},

@@ -2,22 +2,25 @@
 for the `remote` backend's starvla dialect tests.
 
 Why a double: StarVLA is not on PyPI and pins torch 2.6 and transformers 4.57, so its server cannot
-run here. What it reproduces, read from StarVLA's source (commit 0ed0aad): StarVLA's server is
-openpi's websocket server (metadata frame on connect, `openpi_client.msgpack_numpy`, a traceback
-text frame and close code 1011 when the handler itself fails) with a message router in front of
-the policy. This double runs the real openpi-server transport (PyPI `openpi-server`, whose
+run here. What it reproduces, read from StarVLA's source (commit 0ed0aad): StarVLA's server is a
+copy of openpi's websocket server and of openpi's msgpack numpy codec
+(`deployment/model_server/tools/`: metadata frame on connect, arrays as maps with bytes keys, a
+traceback text frame and close code 1011 when the handler itself fails) with a message router in
+front of the policy. This double runs the real openpi-server transport (PyPI `openpi-server`, whose
 `WebsocketPolicyServer` calls `policy.infer(message)` and sends back what it returns) with a copy
 of StarVLA's routing rules as the "policy": `{"type", "request_id", "payload"}` envelopes, a flat
 map taken as an infer payload, `ping`, unknown types and policy exceptions answered as error data
 (`"status": "error", "ok": false, "error": {"message"}`) on a connection that stays open, and the
 metadata keys of StarVLA's `PolicyServerWrapper` (`ckpt_path`, `action_chunk_size`,
 `available_unnorm_keys`, `default_unnorm_key`, the image contract). Not reproduced: StarVLA's
-`--idle_timeout`, and openpi-server adds a `server_timing` key to each reply that StarVLA's does not.
+`--idle_timeout`; and openpi-server adds a `server_timing` key to each reply and answers
+`GET /healthz`, which StarVLA's copy of the server does not.
 
 The policy answers `actions[b, t, d] = base + 0.01 t + 0.001 d` for example b, with `base =
 mean(image[0]) / 255 + mean(image[1]) / 510 + sum(state) + len(lang) + 10 * index(unnorm_key)`,
 so a test computes the answer from the same observation. It prints `infer examples=N` per request
-(the batch size, a line tests count) and `answered prompt=...` per example. An example whose `lang`
+(the batch size, a line tests count), the request's other predict kwargs, and `answered
+prompt=...` per example. An example whose `lang`
 starts with "fail:" makes the policy raise (error data); `--mode` makes every request misbehave:
 `error` (error data), `wrong-batch` (one chunk too many), `wrong-shape` ([B, T, D - 1]), `nan`,
 `wrong-id` (another request_id), `hang` (never answers, blocking the event loop as a stuck model
@@ -63,8 +66,11 @@ class Policy:
     def __init__(self, mode: str, chunk: int, action_dim: int) -> None:
         self.mode, self.chunk, self.action_dim = mode, chunk, action_dim
 
-    def predict_action(self, examples: list[dict[str, Any]], unnorm_key: str | None = None, **_: Any) -> dict[str, Any]:
+    def predict_action(
+        self, examples: list[dict[str, Any]], unnorm_key: str | None = None, **kwargs: Any
+    ) -> dict[str, Any]:
         print(f"infer examples={len(examples)}", flush=True)
+        print(f"predict kwargs {sorted(kwargs.items())}", flush=True)
         if unnorm_key is None or unnorm_key not in UNNORM_KEYS:  # StarVLA: several keys and no default
             raise ValueError(f"predict_action: unnorm_key {unnorm_key!r} is not one of {UNNORM_KEYS}")
         if self.mode == "error" or any(example["lang"].startswith("fail:") for example in examples):

@@ -27,7 +27,7 @@ from starvla_double import expected_actions
 
 from evalfleet.local_fleet import policy_argv
 from evalfleet.policy_api.errors import BackendFailed, RemoteUnavailable
-from evalfleet.processes import free_port
+from evalfleet.processes import free_port, wait_until
 from evalfleet.v1 import policy_pb2, scheduler_pb2
 from inference_server.backends.remote import mapping
 from renderer_worker.episode import _policy_reason
@@ -70,9 +70,16 @@ def episode(name: str = "0", instruction: str = INSTRUCTION) -> policy_pb2.Episo
     )
 
 
-def batch_sizes(double: OpenpiServer) -> list[int]:
-    """The number of examples of each request the double answered, in order."""
-    return [int(n) for n in re.findall(r"^infer examples=(\d+)$", double.log_path.read_text(), re.MULTILINE)]
+def batch_sizes(double: OpenpiServer, examples: int) -> list[int]:
+    """The number of examples of each request the double received, in order, once its log holds
+    `examples` in all (the harness's reader thread writes the log, a moment after the double)."""
+
+    def logged() -> list[int] | None:
+        text = double.log_path.read_text()
+        sizes = [int(n) for n in re.findall(r"^infer examples=(\d+)$", text, re.MULTILINE)]
+        return sizes if sum(sizes) >= examples else None
+
+    return wait_until(logged, 30, f"the double logged {examples} examples")
 
 
 @pytest.fixture
@@ -102,6 +109,10 @@ def test_answers_are_what_the_policy_computes_from_the_same_examples(fleet) -> N
                 chunk = session.act(observed.images, observed.state, step=step, executed=0 if step == 0 else CHUNK)
                 assert chunk.shape == (CHUNK, ACTION_DIM)
                 np.testing.assert_allclose(chunk, observed.expected, rtol=0, atol=1e-4)
+    # The settings' predict_kwargs reach StarVLA's predict_action with every request.
+    batch_sizes(double, 1 + 3)  # the warm-up, then each step
+    sent = "predict kwargs [('do_sample', False), ('num_ddim_steps', 10), ('use_ddim', True)]"
+    assert double.log_path.read_text().count(sent) == 1 + 3, double.log_tail()
 
 
 def test_concurrent_sessions_steps_travel_in_one_examples_batch(fleet) -> None:
@@ -130,14 +141,14 @@ def test_concurrent_sessions_steps_travel_in_one_examples_batch(fleet) -> None:
     for index in range(sessions):
         for s, chunk in enumerate(answers[index]):
             np.testing.assert_allclose(chunk, Step(100 * index + s).expected, rtol=0, atol=1e-4)
-    sizes = batch_sizes(double)
+    sizes = batch_sizes(double, 1 + sessions * steps)
     assert sum(sizes) == 1 + sessions * steps, sizes  # the warm-up, then every step once
     assert max(sizes) > 1, f"no request carried several sessions' steps: {sizes}"
 
 
 def test_error_data_is_a_typed_failure_quoting_the_remote_and_the_connection_is_kept(fleet) -> None:
     double, server = fleet
-    opened = double.connections_opened()
+    opened = wait_until(double.connections_opened, 30, "the double logged the pool's connections")
     with server.client() as client:
         digest = client.identity().digest
         with client.open_session(digest, episode("0", instruction="fail: on purpose")) as failing:
@@ -150,6 +161,7 @@ def test_error_data_is_a_typed_failure_quoting_the_remote_and_the_connection_is_
             for step in range(3):  # over both pooled connections, the one that carried the error included
                 chunk = session.act(Step(step).images, Step(step).state, step=step, executed=CHUNK * (step > 0))
                 np.testing.assert_allclose(chunk, Step(step).expected, rtol=0, atol=1e-4)
+    batch_sizes(double, 1 + 1 + 3)  # the warm-up, the refused step, the three after it: all logged
     assert double.connections_opened() == opened == 2, "a connection was reopened after error data"
 
 
