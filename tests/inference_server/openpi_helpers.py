@@ -1,5 +1,7 @@
-"""The real openpi policy server with the test policy (`openpi_policy.py`) as a harnessed process,
-and `remote` checkpoints that point at it with openpi's LIBERO mapping."""
+"""Servers on openpi's transport as harnessed processes: the real openpi policy server with the
+test policy (`openpi_policy.py`), and the double of StarVLA's server (`starvla_double.py`, on
+openpi-server's transport); and `remote` checkpoints that point at them with openpi's and
+StarVLA's LIBERO mappings."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from evalfleet.processes import ServiceProcess
 from inference_server.checkpoint import seal
 
 POLICY_SCRIPT = Path(__file__).parent / "openpi_policy.py"
+STARVLA_DOUBLE = Path(__file__).parent / "starvla_double.py"
 REMOTE_CHUNK, ACTION_DIM = 10, 7
 
 
@@ -21,19 +24,21 @@ class OpenpiServer(ServiceProcess):
     """openpi's websocket policy server with the test policy, on a port fixed up front so that it
     can come back at the same URL; ready once websockets logs "server listening on HOST:PORT"."""
 
-    def __init__(self, port: int, log_path: Path) -> None:
+    def __init__(self, port: int, log_path: Path, script: Path = POLICY_SCRIPT) -> None:
         super().__init__([], log_path)
         self.fixed_port = port
+        self.script = script
         self.url = f"ws://127.0.0.1:{port}"
 
     def run(self, mode: str = "ok", version: str = "1") -> OpenpiServer:
-        self.argv = [sys.executable, str(POLICY_SCRIPT), "--port", str(self.fixed_port), "--mode", mode]
+        self.argv = [sys.executable, str(self.script), "--port", str(self.fixed_port), "--mode", mode]
         self.argv += ["--chunk", str(REMOTE_CHUNK), "--action-dim", str(ACTION_DIM), "--version", version]
         self.start(timeout=60)
         return self
 
     def connections_opened(self) -> int:
-        return self.log_path.read_text().count("websocket_policy_server INFO Connection from")
+        lines = self.log_path.read_text().splitlines()
+        return sum(1 for line in lines if "websocket_policy_server INFO Connection from" in line and "opened" in line)
 
 
 def metadata(version: str = "1") -> dict[str, Any]:
@@ -78,7 +83,27 @@ def remote_settings(
     return settings
 
 
-def make_remote_checkpoint(root: Path, url: str, epoch: str = "pi05", **overrides: Any) -> Path:
+def starvla_settings(url: str, **overrides: Any) -> dict[str, Any]:
+    """StarVLA's LIBERO mapping (its `eval_libero.py`): both cameras as the example's `image` list,
+    the instruction as `lang`; here also the 8-D state, which StarVLA sends when a model uses it."""
+    settings = remote_settings(url, dialect="starvla", examples_per_request=8, unnorm_key="libero_goal")
+    settings["predict_kwargs"] = {"do_sample": False, "use_ddim": True, "num_ddim_steps": 10}
+    settings["request"] = [
+        {"key": "image", "cameras": ["agentview", "robot0_eye_in_hand"], "resize_with_pad": [224, 224]},
+        {"key": "lang", "instruction": True},
+        {
+            "key": "state",
+            "state": ["robot0_eef_pos", {"name": "robot0_eef_quat", "as": "axisangle"}, "robot0_gripper_qpos"],
+        },
+    ]
+    settings.update(overrides)
+    return settings
+
+
+def make_remote_checkpoint(
+    root: Path, url: str, epoch: str = "pi05", dialect: str = "openpi", **overrides: Any
+) -> Path:
     (root / epoch).mkdir(parents=True, exist_ok=True)
-    seal(root / epoch, "remote", {**remote_settings(url), **overrides})
+    settings = starvla_settings(url) if dialect == "starvla" else remote_settings(url)
+    seal(root / epoch, "remote", {**settings, **overrides})
     return root

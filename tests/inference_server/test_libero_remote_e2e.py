@@ -1,6 +1,6 @@
 """Real LIBERO episodes through a policy served by a real remote server, per dialect (openpi-server;
-vla-eval's model server): scheduler → renderer worker → evalfleet inference server (`remote`
-backend) → the remote, every one a process.
+the double of StarVLA's server on openpi-server's transport; vla-eval's model server): scheduler →
+renderer worker → evalfleet inference server (`remote` backend) → the remote, every one a process.
 
 The remote server is killed in the middle of an episode: that attempt fails as
 `policy_unavailable` (an infrastructure failure, never a result), the task is retried, and every
@@ -13,10 +13,11 @@ import importlib.util
 import os
 import sqlite3
 import time
+from functools import partial
 from pathlib import Path
 
 import pytest
-from openpi_helpers import OpenpiServer, make_remote_checkpoint
+from openpi_helpers import STARVLA_DOUBLE, OpenpiServer, make_remote_checkpoint
 from procs import build_libero_manifests, submit_libero, wait_settled, wait_until
 from vlaeval_helpers import VlaEvalServer, make_vlaeval_checkpoint
 
@@ -35,6 +36,11 @@ MAX_STEPS = 6
 # dialect: (the remote server, the checkpoint maker, the epoch it seals)
 DIALECTS = {
     "openpi": (OpenpiServer, make_remote_checkpoint, "pi05"),
+    "starvla": (
+        partial(OpenpiServer, script=STARVLA_DOUBLE),
+        partial(make_remote_checkpoint, dialect="starvla"),
+        "pi05",
+    ),
     "vla-eval": (VlaEvalServer, make_vlaeval_checkpoint, "vlaeval"),
 }
 
@@ -45,7 +51,7 @@ def test_libero_episodes_through_a_remote_survive_its_kill(dialect, scheduler, t
     build_libero_manifests(out, "0-1", 1, CAMERA, MAX_STEPS)
 
     server_class, make_checkpoint, epoch = DIALECTS[dialect]
-    remote = server_class(free_port(), tmp_path / "remote.log").run()
+    remote = server_class(free_port(), tmp_path / f"{dialect}.log").run()
     try:
         root = make_checkpoint(
             tmp_path / "checkpoints",

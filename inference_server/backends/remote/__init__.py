@@ -1,5 +1,6 @@
-"""`remote`: the policy runs in a server labs already operate (openpi's `serve_policy.py`, a
-vla-eval model server; StarVLA next); this backend forwards each session's steps to it.
+"""`remote`: the policy runs in a server labs already operate (openpi's `serve_policy.py`,
+StarVLA's `server_policy.py`, a vla-eval model server); this backend forwards each session's steps
+to it.
 
 Everything else stays evalfleet's: the scheduler, manifests, workers, sessions, batching and
 results. The checkpoint folder holds only `evalfleet-checkpoint.json`, whose settings name the
@@ -16,8 +17,11 @@ restarted, perhaps with another model, and the steps fail with RemoteRestarted u
 
 Every failure is infrastructure, named with the URL and what the remote said: unreachable,
 closed or slow → RemoteUnavailable; a traceback, an undecodable reply, a wrong shape or
-non-finite actions → BackendFailed. A failed connection is dropped and reopened on its next use.
-One failed step fails its whole batch (the batcher answers a batch together).
+non-finite actions → BackendFailed. A failed connection is dropped and reopened on its next use,
+unless the remote answered with an error of its own on a connection it keeps (RemoteRefused).
+A batch goes out in groups of at most the dialect's `requests_per_message` steps (openpi: 1,
+StarVLA: several sessions' steps in one message), a group per pooled connection. One failed group
+fails its whole batch (the batcher answers a batch together).
 
 vla-eval's server keeps episode state per connection, so there a connection belongs to one session
 for its episode instead of serving any step (`episodes.py`); `end_session` ends it.
@@ -26,10 +30,11 @@ for its episode instead of serving any step (`episodes.py`); `end_session` ends 
 from __future__ import annotations
 
 import hashlib
+import importlib
 import logging
 import queue
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -43,13 +48,18 @@ from evalfleet.v1 import policy_pb2
 from inference_server.backends import BackendError, History, Observation, RuntimeOptions
 from inference_server.backends.reference import NUMPY_PRECISION, _contract
 from inference_server.backends.remote import mapping
-from inference_server.backends.remote.dialect import Connection, Dialect, RemoteDown, RemoteSaid
+from inference_server.backends.remote.dialect import Connection, Dialect, RemoteDown, RemoteRefused, RemoteSaid
 from inference_server.backends.remote.episodes import EpisodeConnections
 from inference_server.checkpoint import Checkpoint, CheckpointError
 
 log = logging.getLogger("inference_server")
 
-DIALECTS = ("openpi", "vla-eval")
+# The `dialect` setting → the module that implements it (imported only when a checkpoint names it).
+DIALECTS = {
+    "openpi": "inference_server.backends.remote.openpi",
+    "starvla": "inference_server.backends.remote.starvla",
+    "vla-eval": "inference_server.backends.remote.vlaeval",
+}
 # Dialects whose server keeps episode state per connection: a connection per session.
 EPISODE_DIALECTS = ("vla-eval",)
 SHA256_HEX = 64
@@ -117,20 +127,17 @@ class RemoteNotReady(Exception):
     server exits 1 (a load failure), not 2."""
 
 
-def make_dialect(name: str) -> Dialect:
-    """The dialect's module is imported here, so a server without the remote extra still builds
-    every other backend."""
+def make_dialect(name: str, settings: Mapping[str, Any]) -> Dialect:
+    """The dialect from its module's `from_settings` (ValueError names a bad setting). The module is
+    imported here, so a server without the remote extra still builds every other backend."""
     try:
-        if name == "vla-eval":
-            from inference_server.backends.remote.vlaeval import VlaEvalDialect
-
-            return VlaEvalDialect()
-        from inference_server.backends.remote.openpi import OpenpiDialect
+        module = importlib.import_module(DIALECTS[name])
     except ImportError as exc:
         raise BackendError(
             f"the {name} dialect needs the remote extra (pip install 'evalfleet[remote]'): {exc}"
         ) from exc
-    return OpenpiDialect()
+    from_settings: Callable[[Mapping[str, Any]], Dialect] = module.from_settings
+    return from_settings(settings)
 
 
 class _Pool:
@@ -157,9 +164,9 @@ class RemoteBackend:
             self.settings = parse_settings(
                 checkpoint.settings, [c.name for c in self.cameras], {s.name: s.length for s in self.state}
             )
+            self.dialect = make_dialect(self.settings.dialect, checkpoint.settings)
         except ValueError as exc:
             raise CheckpointError(f"{checkpoint.root}: remote backend: {exc}") from exc
-        self.dialect = make_dialect(self.settings.dialect)
         self.remote = policy_pb2.RemoteIdentity(
             dialect=self.settings.dialect,
             url=self.settings.url,
@@ -201,7 +208,7 @@ class RemoteBackend:
             session_id="warm-up", episode=policy_pb2.EpisodeMeta(episode_id="warm-up", instruction="warm up")
         )
         try:
-            self._step(zeros, history, max(0.0, deadline - time.monotonic()))
+            self._steps([(zeros, history)], max(0.0, deadline - time.monotonic()))
         except PolicyError as exc:
             raise RemoteNotReady(f"warm-up step failed: {exc.message}") from None
         finally:
@@ -233,30 +240,37 @@ class RemoteBackend:
     # -- act -------------------------------------------------------------------------------------
 
     def act(self, observations: Sequence[Observation], histories: Sequence[History]) -> npt.NDArray[np.float32]:
+        steps = list(zip(observations, histories, strict=True))
+        size = self.dialect.requests_per_message
         futures = [
-            self._executor.submit(self._step, o, h, self.settings.reply_timeout_s)
-            for o, h in zip(observations, histories, strict=True)
+            self._executor.submit(self._steps, steps[i : i + size], self.settings.reply_timeout_s)
+            for i in range(0, len(steps), size)
         ]
-        errors = [f.exception() for f in futures]  # waits for every step, so no connection is mid-reply
+        errors = [f.exception() for f in futures]  # waits for every group, so no connection is mid-reply
         failed = next((e for e in errors if e is not None), None)
         if failed is not None:
             raise failed
-        return np.stack([f.result() for f in futures])
+        return np.concatenate([f.result() for f in futures])
 
-    def _step(self, observation: Observation, history: History, timeout_s: float) -> npt.NDArray[np.float32]:
-        """One session's step over a free connection; typed policy errors name the remote."""
-        request = mapping.build_request(self.settings.request, observation, history)
-        if self._episodes is not None:  # the session's own connection
-            return self._episodes.step(request, history, timeout_s)
+    def _steps(self, steps: Sequence[tuple[Observation, History]], timeout_s: float) -> npt.NDArray[np.float32]:
+        """Sessions' steps in one message over a free connection, as [steps, chunk_length,
+        action_dim]; typed policy errors name the remote."""
+        requests = [mapping.build_request(self.settings.request, o, h) for o, h in steps]
+        if self._episodes is not None:  # each session's own connection (one step per message)
+            return np.stack([self._episodes.step(r, h, timeout_s) for r, (_, h) in zip(requests, steps, strict=True)])
         slot = self._pool.idle.get()
         try:
             connection = self._connection(slot, timeout_s)
             try:
-                (actions,) = connection.infer([request], timeout_s)
+                actions = connection.infer(requests, timeout_s)
+            except RemoteRefused:
+                raise  # the remote's own error; it keeps the connection
             except (RemoteDown, RemoteSaid):
                 self._drop(slot)
                 raise
-            return self._checked(actions)
+            if len(actions) != len(requests):
+                raise RemoteSaid(f"the remote answered {len(actions)} action chunks for {len(requests)} steps")
+            return np.stack([self._checked(a) for a in actions])
         except RemoteDown as exc:
             raise RemoteUnavailable(f"{self.where}: {exc}") from None
         except RemoteSaid as exc:
@@ -307,7 +321,7 @@ class RemoteBackend:
 
     def end_session(self, session_id: str) -> None:
         """The inference server closed or evicted the session: a session-bound remote ends its
-        episode (vla-eval: EPISODE_END, then the connection closes); openpi holds nothing."""
+        episode (vla-eval: EPISODE_END, then the connection closes); openpi and StarVLA hold nothing."""
         if self._episodes is not None:
             self._episodes.end(session_id)
 

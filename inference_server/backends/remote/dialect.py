@@ -4,9 +4,10 @@ The backend owns everything the protocols share: the observation mapping, the co
 spreading a batch over it, checking the replies and turning failures into typed policy errors.
 A dialect owns one wire format: how to connect and read the server's handshake, how to carry a
 list of mapped requests (one session's step each) and where each reply's actions are. openpi
-carries one request per round trip; StarVLA can carry several sessions' steps in one envelope,
-which `requests_per_message` tells the pool. vla-eval's server keeps episode state per connection:
-its connections are `EpisodeConnection`s, each bound to one session (`episodes.py`).
+carries one request per round trip; StarVLA carries several sessions' steps in one envelope, up
+to `requests_per_message`: the backend splits a batch into groups of at most that many, one
+message each. vla-eval's server keeps episode state per connection: its connections are
+`EpisodeConnection`s, each bound to one session (`episodes.py`).
 """
 
 from __future__ import annotations
@@ -33,6 +34,11 @@ class RemoteSaid(Exception):
     an error message, bytes that do not decode); the message quotes what it said."""
 
 
+class RemoteRefused(RemoteSaid):
+    """The remote answered the request with an error of its own and keeps the connection open
+    (StarVLA's error data): the step fails, the connection stays in the pool."""
+
+
 class Connection(Protocol):
     """One open connection to the remote; used by one thread at a time."""
 
@@ -51,6 +57,9 @@ class Connection(Protocol):
 
 
 class Dialect(Protocol):
+    """A dialect module's `from_settings(settings)` builds one from the checkpoint's settings,
+    raising ValueError that names a bad setting of its own."""
+
     @property
     def name(self) -> str:
         """The `dialect` setting that selects it."""

@@ -15,6 +15,9 @@ entry, so the mapping is part of the identity record like every other setting:
     ]
 
 A key is a string, or a list of strings for a nested request (`["images", "cam_high"]`).
+`cameras` instead of `camera` collects several cameras into a list, in the order given, each
+preprocessed alike (StarVLA's examples: `{"key": "image", "cameras": ["agentview",
+"robot0_eye_in_hand"], "resize_with_pad": [224, 224]}`).
 """
 
 from __future__ import annotations
@@ -50,6 +53,7 @@ class Entry:
 
     key: tuple[str, ...]
     camera: str = ""
+    cameras: tuple[str, ...] = ()
     resize_with_pad: tuple[int, int] | None = None
     channels_first: bool = False
     state: tuple[StatePart, ...] = ()
@@ -86,15 +90,25 @@ def _key(raw: object, where: str) -> tuple[str, ...]:
     raise MappingError(f"{where}.key must be a non-empty string or list of strings, not {raw!r}")
 
 
+def _cameras(raw: object, where: str) -> tuple[str, ...]:
+    if not isinstance(raw, list) or not raw or not all(isinstance(name, str) and name for name in raw):
+        raise MappingError(f"{where}.cameras must be a non-empty list of camera names, not {raw!r}")
+    if len(set(raw)) != len(raw):
+        raise MappingError(f"{where}.cameras names a camera twice: {raw!r}")
+    return tuple(raw)
+
+
 def parse_entry(raw: object, where: str) -> Entry:
     """One request entry of the settings, checked."""
     if not isinstance(raw, dict):
         raise MappingError(f"{where} must be an object, not {raw!r}")
     key = _key(raw.get("key"), where)
-    sources = [name for name in ("camera", "state", "instruction") if name in raw]
+    sources = [name for name in ("camera", "cameras", "state", "instruction") if name in raw]
     if len(sources) != 1:
-        raise MappingError(f"{where} needs exactly one of camera, state, instruction (has {sources or 'none'})")
-    if "camera" in raw:
+        raise MappingError(
+            f"{where} needs exactly one of camera, cameras, state, instruction (has {sources or 'none'})"
+        )
+    if "camera" in raw or "cameras" in raw:
         size = raw.get("resize_with_pad")
         if size is not None and not (
             isinstance(size, list) and len(size) == 2 and all(isinstance(v, int) and v > 0 for v in size)
@@ -102,7 +116,8 @@ def parse_entry(raw: object, where: str) -> Entry:
             raise MappingError(f"{where}.resize_with_pad must be [height, width], not {size!r}")
         return Entry(
             key=key,
-            camera=str(raw["camera"]),
+            camera=str(raw["camera"]) if "camera" in raw else "",
+            cameras=_cameras(raw["cameras"], where) if "cameras" in raw else (),
             resize_with_pad=(size[0], size[1]) if size else None,
             channels_first=bool(raw.get("channels_first", False)),
         )
@@ -132,6 +147,11 @@ def parse_request(raw: object, cameras: Sequence[str], state: Mapping[str, int])
         where = f"settings.request[{i}]"
         if entry.camera and entry.camera not in cameras:
             raise MappingError(f"{where}.camera {entry.camera!r} is not a declared camera ({', '.join(cameras)})")
+        for name in entry.cameras:
+            if name not in cameras:
+                raise MappingError(
+                    f"{where}.cameras names {name!r}, which is not a declared camera ({', '.join(cameras)})"
+                )
         for part in entry.state:
             if part.name not in state:
                 raise MappingError(f"{where}.state names {part.name!r}, which is not a declared state entry")
@@ -168,6 +188,8 @@ def build_request(entries: Sequence[Entry], observation: Observation, history: H
         value: Any
         if entry.camera:
             value = _image(entry, observation.images[entry.camera])
+        elif entry.cameras:
+            value = [_image(entry, observation.images[name]) for name in entry.cameras]
         elif entry.state:
             value = _state(entry, observation.state)
         else:

@@ -7,13 +7,16 @@ frame holding the traceback, after which the server closes the connection with c
 server runs inference on its event loop, so it answers one request at a time in all: a pool of
 connections overlaps the network transfers and the encoding, not the inference.
 
+StarVLA's server runs on the same transport with an envelope of its own: `open_socket`,
+`round_trip` and `Socket` are what `starvla.py` shares with this dialect.
+
 Keepalive pings are off: a server busy in inference cannot answer them, and its long first
 (compiling) call would otherwise end the connection. The reply timeout finds a dead server.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,22 +52,36 @@ def _decoded(frame: bytes, what: str) -> dict[str, Any]:
     return value
 
 
+def open_socket(url: str, timeout_s: float) -> tuple[ClientConnection, bytes, dict[str, Any]]:
+    """A connection to an openpi-transport server, its raw metadata frame and that frame decoded."""
+    try:
+        connection = connect(url, open_timeout=timeout_s, compression=None, max_size=None, ping_interval=None)
+    except (OSError, TimeoutError, websockets.exceptions.InvalidHandshake) as exc:
+        raise RemoteDown(f"cannot connect: {exc}") from None
+    try:
+        handshake = _received(connection, timeout_s, "metadata frame")
+        return connection, handshake, _decoded(handshake, "metadata frame")
+    except (RemoteDown, RemoteSaid):
+        connection.close_socket()
+        raise
+
+
+def round_trip(connection: ClientConnection, message: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+    """Sends one msgpack message and returns the decoded reply map."""
+    try:
+        connection.send(msgpack_numpy.packb(message))
+    except websockets.exceptions.ConnectionClosed as exc:
+        raise RemoteDown(f"the connection closed ({exc})") from None
+    return _decoded(_received(connection, timeout_s, "reply"), "reply")
+
+
 @dataclass
-class OpenpiConnection:
+class Socket:
+    """An open openpi-transport connection and its handshake; what every such dialect's connection
+    shares."""
+
     connection: ClientConnection
     handshake: bytes
-    action_key: str
-
-    def infer(self, requests: Sequence[dict[str, Any]], timeout_s: float) -> list[object]:
-        (request,) = requests
-        try:
-            self.connection.send(msgpack_numpy.packb(request))
-        except websockets.exceptions.ConnectionClosed as exc:
-            raise RemoteDown(f"the connection closed ({exc})") from None
-        reply = _decoded(_received(self.connection, timeout_s, "reply"), "reply")
-        if self.action_key not in reply:
-            raise RemoteSaid(f"the reply has no {self.action_key!r} (it has {sorted(map(str, reply))})")
-        return [reply[self.action_key]]
 
     def is_open(self) -> bool:
         return self.connection.state is State.OPEN
@@ -75,6 +92,18 @@ class OpenpiConnection:
         self.connection.close_socket()
 
 
+@dataclass
+class OpenpiConnection(Socket):
+    action_key: str
+
+    def infer(self, requests: Sequence[dict[str, Any]], timeout_s: float) -> list[object]:
+        (request,) = requests
+        reply = round_trip(self.connection, request, timeout_s)
+        if self.action_key not in reply:
+            raise RemoteSaid(f"the reply has no {self.action_key!r} (it has {sorted(map(str, reply))})")
+        return [reply[self.action_key]]
+
+
 @dataclass(frozen=True)
 class OpenpiDialect:
     action_key: str = "actions"
@@ -82,14 +111,10 @@ class OpenpiDialect:
     requests_per_message: int = 1
 
     def connect(self, url: str, timeout_s: float) -> OpenpiConnection:
-        try:
-            connection = connect(url, open_timeout=timeout_s, compression=None, max_size=None, ping_interval=None)
-        except (OSError, TimeoutError, websockets.exceptions.InvalidHandshake) as exc:
-            raise RemoteDown(f"cannot connect: {exc}") from None
-        try:
-            handshake = _received(connection, timeout_s, "metadata frame")
-            _decoded(handshake, "metadata frame")
-        except (RemoteDown, RemoteSaid):
-            connection.close_socket()
-            raise
+        connection, handshake, _ = open_socket(url, timeout_s)
         return OpenpiConnection(connection, handshake, self.action_key)
+
+
+def from_settings(settings: Mapping[str, Any]) -> OpenpiDialect:
+    """openpi's dialect has no settings of its own."""
+    return OpenpiDialect()

@@ -21,7 +21,7 @@ which is a chunk of one here (a checkpoint with `chunk_length: 1`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -155,3 +155,8 @@ class VlaEvalDialect:
             raise
         handshake = msgpack.packb(hello.payload, default=encode_ndarray, use_bin_type=True)
         return VlaEvalConnection(connection, handshake)
+
+
+def from_settings(settings: Mapping[str, Any]) -> VlaEvalDialect:
+    """vla-eval's dialect has no settings of its own."""
+    return VlaEvalDialect()
