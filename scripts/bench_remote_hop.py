@@ -18,8 +18,11 @@ what resizing two images costs here. With `--sessions S`, S client processes eac
 session (and, in the direct rounds, one openpi connection) at once; the server's pool has S
 connections. openpi's server answers one request at a time, so S > 1 measures queueing as well.
 
-Per path: p50/p90/p99 ms per step, and for evalfleet the server's own split (queue ms in the
-batcher, model ms: the backend's `act`, i.e. mapping + the round trip to openpi-server).
+Per path: p50/p90/p99 ms per step, and for evalfleet the server's own split: queue ms (waiting in
+the batcher) and model ms (from the batch's hand-off to the model thread until its chunk is back on
+the event loop: the `remote` backend's mapping, its pool thread and the round trip to openpi-server).
+Every process inherits this script's environment, so glibc's MALLOC_* tunables set on the command
+line apply to both paths alike (BENCHMARKS.md).
 
     .venv/bin/pip install -e '.[bench]' && .venv/bin/python scripts/bench_remote_hop.py [--sessions 4]
 """
