@@ -477,8 +477,8 @@ def main() -> None:
         print("|---|---|---|---|---|")
         for kind, label in (("sync", "PolicyClient (sync)"), ("asyncio", "AsyncPolicyClient")):
             grpc_p50, grpc_p99 = percentiles(results[kind]["grpc"])
-            ws_p50, ws_p99 = percentiles(results[kind]["openpi"])
-            print(f"| {label} | {grpc_p50:.2f} | {grpc_p99:.2f} | {ws_p50:.2f} | {ws_p99:.2f} |")
+            openpi_p50, openpi_p99 = percentiles(results[kind]["openpi"])
+            print(f"| {label} | {grpc_p50:.2f} | {grpc_p99:.2f} | {openpi_p50:.2f} | {openpi_p99:.2f} |")
         print()
 
         counts = [int(s) for s in args.sessions.split(",")]
