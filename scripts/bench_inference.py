@@ -1,7 +1,9 @@
 """Benchmark of the inference server (prints a table; not a test).
 
 (a) Per-step round trip on loopback: three 320x240 RGB cameras + 14 floats in, a 50x14 chunk out,
-    no-op backend; p50/p99 against an openpi-style websocket + msgpack server in the same run.
+    no-op backend; p50/p99 against the real openpi policy server (openpi-server, serving a no-op
+    numpy policy: scripts/openpi_noop_policy.py) driven by openpi-client's WebsocketClientPolicy,
+    in the same run.
 (b) S concurrent sessions against a backend whose batch costs a flat `--batch-ms` whatever its size
     (as on a GPU that is not saturated): steps/s against S, and the ratio to the model's raw
     batched throughput, min(S, max_batch) / batch_ms.
@@ -22,7 +24,6 @@ import asyncio
 import json
 import multiprocessing
 import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -37,7 +38,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _ws_baseline import WebsocketClient
+from openpi_client.websocket_client_policy import WebsocketClientPolicy
+from openpi_noop_policy import openpi_server
 
 from evalfleet.local_fleet import policy_argv
 from evalfleet.policy_api import tensors
@@ -84,45 +86,31 @@ def inference_server(root: Path, epoch: str, *extra: str) -> Iterator[str]:
         yield address
 
 
-@contextmanager
-def websocket_server() -> Iterator[int]:
-    script = Path(__file__).resolve().parent / "_ws_baseline.py"
-    process = subprocess.Popen(
-        [sys.executable, str(script), "--chunk-length", str(CHUNK), "--action-dim", str(ACTION_DIM)],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        yield int(process.stdout.readline())
-    finally:
-        process.send_signal(signal.SIGTERM)
-        process.wait(timeout=30)
-
-
 def percentiles(seconds: list[float]) -> tuple[float, float]:
     ms = np.asarray(seconds) * 1000.0
     return float(np.percentile(ms, 50)), float(np.percentile(ms, 99))
 
 
-def latency(address: str, port: int, steps: int, rounds: int, kind: str) -> dict[str, list[float]]:
-    """Alternates one gRPC client (`sync` or `asyncio`) with the websocket client in rounds, so
+def latency(address: str, url: str, steps: int, rounds: int, kind: str) -> dict[str, list[float]]:
+    """Alternates one gRPC client (`sync` or `asyncio`) with openpi's websocket client in rounds, so
     that load from elsewhere on the machine falls on both alike; the first round is warmup. Run
     in its own process per kind: a grpc.aio channel in a process slows that process's sync calls."""
     images = observation_images(240, 320)
     state = np.linspace(0, 1, STATE_DIM)
     episode = policy_pb2.EpisodeMeta(benchmark="bench", task="latency", instruction="do nothing")
-    times: dict[str, list[float]] = {"grpc": [], "websocket": []}
-    websocket = WebsocketClient(port)
+    times: dict[str, list[float]] = {"grpc": [], "openpi": []}
+    openpi = WebsocketClientPolicy(url)
+    openpi_request = {"images": images, "state": state}
 
     def record(name: str, round_index: int, started: float) -> None:
         if round_index:
             times[name].append(time.perf_counter() - started)
 
-    def websocket_round(round_index: int) -> None:
+    def openpi_round(round_index: int) -> None:
         for _ in range(steps):
             started = time.perf_counter()
-            websocket.act(images, state)
-            record("websocket", round_index, started)
+            openpi.infer(openpi_request)
+            record("openpi", round_index, started)
 
     if kind == "sync":
         with PolicyClient(address) as client:
@@ -133,7 +121,7 @@ def latency(address: str, port: int, steps: int, rounds: int, kind: str) -> dict
                     started = time.perf_counter()
                     session.act(images, {"qpos": state}, step, 0 if step == 0 else 5)
                     record("grpc", round_index, started)
-                websocket_round(round_index)
+                openpi_round(round_index)
     else:
 
         async def measure() -> None:
@@ -145,11 +133,10 @@ def latency(address: str, port: int, steps: int, rounds: int, kind: str) -> dict
                         started = time.perf_counter()
                         await session.act(images, {"qpos": state}, step, 0 if step == 0 else 5)
                         record("grpc", round_index, started)
-                    websocket_round(round_index)  # blocks the loop: no gRPC call is in flight
+                    openpi_round(round_index)  # blocks the loop: no gRPC call is in flight
 
         asyncio.run(measure())
-    websocket.close()
-    return times
+    return times  # openpi's client has no close(); the pool's process ends after this task
 
 
 def _session_worker(address: str, sessions: int, start_at: float, stop_at: float, height: int, width: int) -> int:
@@ -475,22 +462,23 @@ def main() -> None:
         seal(root / "flat", "flat-cost", settings(height, width, batch_ms=args.batch_ms))
 
         steps = args.steps // args.rounds
-        with inference_server(root, "noop") as address, websocket_server() as port:
+        openpi_log = Path(tmp) / "openpi-server.log"
+        with inference_server(root, "noop") as address, openpi_server(openpi_log, CHUNK, ACTION_DIM) as url:
             with multiprocessing.get_context("spawn").Pool(1, maxtasksperchild=1) as pool:
                 results = {
-                    kind: pool.apply(latency, (address, port, steps, args.rounds, kind)) for kind in ("sync", "asyncio")
+                    kind: pool.apply(latency, (address, url, steps, args.rounds, kind)) for kind in ("sync", "asyncio")
                 }
         print(
             "(a) per-step round trip, loopback, 3 x 320x240x3 uint8 + 14 floats -> 50x14 "
             f"float32, no-op backend; {steps * args.rounds} steps per client, interleaved with "
-            f"the websocket baseline in {args.rounds} rounds in the same process"
+            f"openpi-client -> openpi-server 0.1.0 (no-op numpy policy) in {args.rounds} rounds in the same process"
         )
-        print("| gRPC client | gRPC p50 ms | gRPC p99 ms | websocket p50 ms | websocket p99 ms |")
+        print("| gRPC client | gRPC p50 ms | gRPC p99 ms | openpi p50 ms | openpi p99 ms |")
         print("|---|---|---|---|---|")
         for kind, label in (("sync", "PolicyClient (sync)"), ("asyncio", "AsyncPolicyClient")):
             grpc_p50, grpc_p99 = percentiles(results[kind]["grpc"])
-            ws_p50, ws_p99 = percentiles(results[kind]["websocket"])
-            print(f"| {label} | {grpc_p50:.2f} | {grpc_p99:.2f} | {ws_p50:.2f} | {ws_p99:.2f} |")
+            openpi_p50, openpi_p99 = percentiles(results[kind]["openpi"])
+            print(f"| {label} | {grpc_p50:.2f} | {grpc_p99:.2f} | {openpi_p50:.2f} | {openpi_p99:.2f} |")
         print()
 
         counts = [int(s) for s in args.sessions.split(",")]
