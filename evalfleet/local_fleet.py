@@ -47,7 +47,7 @@ def policy_argv(epoch: str, checkpoint_root: Path, *extra: str, port: int = 0) -
         "--checkpoint-root",
         str(checkpoint_root),
         "--port",
-        str(port or free_port()),
+        str(port),  # 0: the server binds a free port and logs it
         *extra,
     ]
 

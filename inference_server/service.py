@@ -344,6 +344,9 @@ def build_server(service: PolicyService) -> tuple[grpc.aio.Server, health.aio.He
         options=[
             ("grpc.max_receive_message_length", limit),
             ("grpc.max_send_message_length", limit),
+            # Not gRPC's default SO_REUSEPORT: a second server on a taken port must fail to start,
+            # not silently take half of the first one's sessions.
+            ("grpc.so_reuseport", 0),
             *KEEPALIVE_OPTIONS,
         ],
     )

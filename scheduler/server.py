@@ -23,6 +23,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from evalfleet.auth import BearerTokenInterceptor
+from evalfleet.ports import bind
 from evalfleet.scheduler_api.limits import MESSAGE_LIMIT
 from evalfleet.v1 import scheduler_pb2, scheduler_pb2_grpc
 from evalfleet.wire import MalformedRequestInterceptor
@@ -80,6 +81,9 @@ class SchedulerServer:
             options=[
                 ("grpc.max_receive_message_length", MESSAGE_LIMIT),
                 ("grpc.max_send_message_length", MESSAGE_LIMIT),
+                # gRPC binds with SO_REUSEPORT by default: a second scheduler on the same port would
+                # start, and share the clients with this one over another database.
+                ("grpc.so_reuseport", 0),
             ],
         )
         scheduler_pb2_grpc.add_SchedulerServicer_to_server(self.service, self.server)
@@ -95,9 +99,9 @@ class SchedulerServer:
         address = f"{self.config.host}:{self.config.port}"
         if self.config.tls_cert and self.config.tls_key:
             credentials = grpc.ssl_server_credentials([(self.config.tls_key, self.config.tls_cert)])
-            self.port = self.server.add_secure_port(address, credentials)
+            self.port = bind(self.server, address, credentials)
         else:
-            self.port = self.server.add_insecure_port(address)
+            self.port = bind(self.server, address)
         self.writer.start()
         renewed = await self.service.renew_held_leases()
         if renewed:

@@ -102,6 +102,7 @@ class Fleet:
         self.db = run_dir / "scheduler.sqlite"
         self.logs = run_dir / "logs"
         self.scheduler = ServiceProcess(scheduler_argv(self.db, "--lease-seconds", "4"), self.logs / "scheduler.log")
+        self.checkpoint_root = checkpoint_root
         self.policy = ServiceProcess(policy_argv(EPOCH, checkpoint_root), self.logs / "policy.log")
         self.worker_count = workers
         self.time_scale = time_scale
@@ -152,6 +153,8 @@ class Fleet:
         server.kill()
         if fault.target == "scheduler":
             server.argv = scheduler_argv(self.db, "--lease-seconds", "4", port=port)
+        else:
+            server.argv = policy_argv(EPOCH, self.checkpoint_root, port=port)
         server.start()
         wait_serving(server.address)
         return f"killed {fault.target} on port {port}, restarted on the same port"

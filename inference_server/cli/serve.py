@@ -20,6 +20,7 @@ from pathlib import Path
 from evalfleet.allocator import keep_large_buffers
 from evalfleet.auth import read_token
 from evalfleet.policy_api import identity
+from evalfleet.ports import bind
 from inference_server.backends import BackendError
 from inference_server.checkpoint import CheckpointError
 from inference_server.checkpoint import load as load_checkpoint
@@ -93,7 +94,7 @@ async def serve(args: argparse.Namespace, described: Described) -> None:
     service = PolicyService(config)
     server, health_servicer = build_server(service)
     await set_serving(health_servicer, False)
-    port = server.add_insecure_port(f"{args.host}:{args.port}")
+    port = bind(server, f"{args.host}:{args.port}")  # PortTaken is an OSError: one line, exit 2
     address = f"{args.host}:{port}"  # with --port 0, the free port that was bound
     await server.start()
     tasks: list[asyncio.Task[None]] = []

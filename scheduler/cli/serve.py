@@ -43,6 +43,7 @@ def add_commands(commands: Subcommands) -> None:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    from evalfleet.ports import PortTaken, check_free
     from scheduler.server import ServeConfig, is_loopback, serve
     from scheduler.store.schema import SchemaVersionError
 
@@ -55,6 +56,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise UsageError("--lease-seconds must be > 0")
     if args.http_port is not None and not 0 <= args.http_port <= 65535:
         raise UsageError(f"--http-port {args.http_port} is outside [0, 65535]")
+    try:
+        check_free(f"{args.host}:{args.port}")  # before the database is created or opened
+    except PortTaken as exc:
+        raise UsageError(str(exc)) from None
     config = ServeConfig(
         db_path=args.db,
         host=args.host,
@@ -70,4 +75,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
         asyncio.run(serve(config))
     except SchemaVersionError as exc:
         raise UsageError(f"{args.db}: {exc}") from None
+    except PortTaken as exc:
+        raise UsageError(str(exc)) from None
     return 0

@@ -1,0 +1,53 @@
+"""Binding a gRPC server's port, with an error a user can act on.
+
+Both servers bind with `grpc.so_reuseport` off, so a second server on a port already taken fails
+to start instead of sharing the first one's clients. gRPC's own failure is a RuntimeError that only
+says to turn on its debug logging, after a log line of its own; so `bind` first tries the address
+with a plain socket, which says why (taken, or not this machine's), and only then hands it to gRPC.
+"""
+
+from __future__ import annotations
+
+import errno
+import socket
+
+import grpc
+
+
+class PortTaken(OSError):
+    """The address cannot be bound: another process listens there, or the host is not this machine's."""
+
+
+def bind(server: grpc.aio.Server, address: str, credentials: grpc.ServerCredentials | None = None) -> int:
+    """Adds a listening port (TLS with `credentials`, else plaintext); returns the bound port number
+    (the free one picked for port 0). PortTaken names the address and why."""
+    check_free(address)
+    try:
+        if credentials is not None:
+            return server.add_secure_port(address, credentials)
+        return server.add_insecure_port(address)
+    except RuntimeError:  # taken between the check and gRPC's bind
+        raise PortTaken(f"cannot listen on {address}: the port is taken by another process") from None
+
+
+def check_free(address: str) -> None:
+    """Binds (and releases) `host:port` as gRPC will (SO_REUSEADDR, no SO_REUSEPORT); port 0 always is."""
+    host, _, port = address.rpartition(":")
+    if port == "0":
+        return
+    try:
+        resolved = socket.getaddrinfo(host.strip("[]") or None, int(port), type=socket.SOCK_STREAM)
+    except (socket.gaierror, ValueError) as exc:
+        raise PortTaken(f"cannot listen on {address}: {exc}") from None
+    for family, kind, proto, _, sockaddr in resolved:
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind(sockaddr)
+            except OSError as exc:
+                why = {
+                    errno.EADDRINUSE: "the port is taken by another process",
+                    errno.EADDRNOTAVAIL: "the host is not an address of this machine",
+                    errno.EACCES: "this user may not bind that port",
+                }.get(exc.errno or 0, exc.strerror or str(exc))
+                raise PortTaken(f"cannot listen on {address}: {why}") from None
