@@ -17,7 +17,7 @@ from pathlib import Path
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from evalfleet.processes import ADDRESS_LINE, ServiceProcess, free_port
+from evalfleet.processes import ADDRESS_LINE, ServiceProcess
 
 WORKER_LINE = re.compile(r"renderer-worker (\S+) started")
 
