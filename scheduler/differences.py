@@ -64,13 +64,18 @@ class Difference:
         """The test's answer: p below ALPHA."""
         return self.p_value < ALPHA
 
-    def words(self) -> str:
-        """ "significant" or "not significant" (by the test), and "borderline" when the interval
-        disagrees (Newcombe's interval is not the exact test inverted; at the margin they can)."""
+    @property
+    def borderline(self) -> bool:
+        """The interval and the test disagree: Newcombe's interval is not the exact test inverted,
+        and at the margin one can exclude 0 while the other does not reject."""
         excludes_zero = self.interval.low > 0.0 or self.interval.high < 0.0
+        return excludes_zero != self.significant
+
+    def words(self) -> str:
+        """ "significant" or "not significant" (by the test), and what the interval says when borderline."""
         words = "significant" if self.significant else "not significant"
-        if excludes_zero != self.significant:
-            words += f", borderline: the interval {'excludes' if excludes_zero else 'includes'} 0"
+        if self.borderline:
+            words += f", borderline: the interval {'includes' if self.significant else 'excludes'} 0"
         return words
 
     def verdict(self) -> str:

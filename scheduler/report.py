@@ -189,6 +189,13 @@ def compare(
         )
     if unpaired:
         return _compare_unpaired(a, b)
+    for summary in (a, b):
+        for m in summary.manifests:
+            if len(m.succeeded_episodes) + len(m.failed_episodes) != m.episodes_completed:
+                raise ValueError(
+                    f"the summary of {summary.submission_id} does not list its episodes;"
+                    " fetch it with include_episodes=True to pair them"
+                )
     by_hash = {m.manifest_hash: m for m in b.manifests}
     rows = [
         ComparedRow(m.benchmark, m.task, m.setting, m, by_hash[m.manifest_hash], _pairs(m, by_hash[m.manifest_hash]))

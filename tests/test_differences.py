@@ -15,6 +15,7 @@ import random
 import pytest
 
 from evalfleet.scheduler_api.vocabulary import Z_95, interval_text, rate_fields, wilson_interval
+from evalfleet.v1 import scheduler_pb2 as pb
 from scheduler.differences import (
     PairedCounts,
     exact_mcnemar,
@@ -22,6 +23,7 @@ from scheduler.differences import (
     paired_difference,
     unpaired_difference,
 )
+from scheduler.report import compare
 
 stats = pytest.importorskip("scipy.stats", reason="the reference values come from scipy (pip install evalfleet[test])")
 pytestmark = pytest.mark.timeout(60)
@@ -124,3 +126,17 @@ def test_nothing_to_compare_is_none_and_no_discordance_is_p_one():
     same = paired_difference(PairedCounts(both=5, neither=5))
     assert same is not None and same.p_value == 1.0 and same.estimate == 0.0 and not same.significant
     assert Z_95 == pytest.approx(stats.norm.ppf(0.975), rel=1e-12)
+
+
+def test_a_paired_comparison_needs_the_episode_lists():
+    def summary(submission_id: str, listed: bool) -> pb.GetSummaryResponse:
+        m = pb.ManifestSummary(manifest_hash="h", episodes_planned=2, episodes_completed=2, episodes_succeeded=1)
+        if listed:
+            m.succeeded_episodes.append(0)
+            m.failed_episodes.append(1)
+        return pb.GetSummaryResponse(submission_id=submission_id, complete=True, manifests=[m])
+
+    with pytest.raises(ValueError, match="include_episodes=True"):
+        compare(summary("a", listed=True), summary("b", listed=False), allow_incomplete=False)
+    (row,) = compare(summary("a", True), summary("b", True), allow_incomplete=False).rows
+    assert row.pairs == PairedCounts(both=1, neither=1)

@@ -217,7 +217,7 @@ def _difference_cells(difference: Difference | None) -> tuple[str, str, str, str
         return ("-", "-", "-", "-")
     interval = f"[{100.0 * difference.interval.low:+.1f}, {100.0 * difference.interval.high:+.1f}]"
     significant = "yes" if difference.significant else "no"
-    if "borderline" in difference.words():
+    if difference.borderline:
         significant += " (borderline)"
     return (f"{100.0 * difference.estimate:+.1f} pts", interval, f"{difference.p_value:.3g}", significant)
 
