@@ -159,7 +159,7 @@ def summary_figure(summary: pb.GetSummaryResponse) -> Any:
     axes.set_xlim(0, 115)
     axes.set_xticks(range(0, 101, 10))
     axes.set_xlabel("success rate (%)")
-    figure.legend(loc="outside lower center", ncols=1, fontsize=8, frameon=False)
+    _legend(figure)
     _fit_width(figure, axes, heading)
     return figure
 
@@ -210,13 +210,20 @@ def comparison_figure(comparison: Comparison) -> Any:
     axes.set_xlim(-limit, limit)
     axes.set_xticks(range(-limit, limit + 1, 10 if limit <= 50 else 20))
     axes.set_xlabel("difference in success rate (points); filled: significant at 5%, hollow: not")
-    figure.legend(loc="outside lower center", ncols=1, fontsize=8, frameon=False)
+    _legend(figure)
     _fit_width(figure, axes, heading)
     return figure
 
 
 def plot_comparison(path: Path, comparison: Comparison) -> None:
     _save(comparison_figure(comparison), path)
+
+
+def _legend(figure: Any) -> None:
+    """One line per setting with its overall figure, below the chart (a submission without
+    manifests has none)."""
+    if figure.axes[0].get_legend_handles_labels()[0]:
+        figure.legend(loc="outside lower center", ncols=1, fontsize=8, frameon=False)
 
 
 def _colors(n: int) -> list[str]:

@@ -5,6 +5,7 @@ overlap, as drawn by matplotlib's own renderer."""
 from __future__ import annotations
 
 import random
+import warnings
 from itertools import pairwise
 
 import pytest
@@ -129,3 +130,15 @@ def test_long_names_wrap_at_underscores_and_stay_whole():
     assert wrapped.replace("\n", "") == name
     assert all(len(line) <= plots.LABEL_CHARS for line in wrapped.splitlines())
     assert plots.wrap_label("turn_switch") == "turn_switch"
+
+
+def test_a_submission_without_results_still_draws(tmp_path):
+    """Nothing completed anywhere: n/a counts, no legend entries, no warning, a PNG."""
+    empty = _summary("empty", "libero", LIBERO_10_TASKS[:2], ["libero_10"], 0, seed=1)
+    bare = pb.GetSummaryResponse(submission_id="bare", complete=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        plots.plot_summary(tmp_path / "empty.png", empty)
+        plots.plot_summary(tmp_path / "bare.png", bare)
+        plots.plot_comparison(tmp_path / "bare-compare.png", report.compare(bare, bare, allow_incomplete=False))
+    assert all((tmp_path / name).read_bytes().startswith(PNG_MAGIC) for name in ("empty.png", "bare.png"))
