@@ -26,7 +26,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from evalfleet.scheduler_api.errors import InvalidArgument, SchedulerError
-from evalfleet.scheduler_api.vocabulary import TASK_STATE_NAMES, TASK_STATES, failure_counts
+from evalfleet.scheduler_api.vocabulary import TASK_STATE_NAMES, TASK_STATES, failure_counts, rate_fields
 from evalfleet.v1 import scheduler_pb2 as pb
 from scheduler import provenance
 from scheduler.dashboard_page import LOGIN_PAGE, PAGE
@@ -160,6 +160,7 @@ def _submission(sub: pb.SubmissionStatus, summary: pb.GetSummaryResponse) -> dic
     entry = message_dict(sub)
     entry["tasks"] = counts_dict(sub.tasks)
     entry["complete"] = summary.complete
+    entry.update(rate_fields(sub.episodes_succeeded, sub.episodes_completed))
     entry["provenance"] = provenance.document(summary)
     entry["manifests"] = [
         {
@@ -169,6 +170,7 @@ def _submission(sub: pb.SubmissionStatus, summary: pb.GetSummaryResponse) -> dic
             "planned": m.episodes_planned,
             "completed": m.episodes_completed,
             "succeeded": m.episodes_succeeded,
+            **rate_fields(m.episodes_succeeded, m.episodes_completed),
             "failed_attempts": failure_counts(m.failures),
         }
         for m in summary.manifests

@@ -1,7 +1,8 @@
 """The dashboard's HTML: one page of plain HTML and vanilla JavaScript, no build step.
 
 It polls ``/api/overview`` (or the open view's endpoint) every two seconds and renders four views
-by URL hash: submissions (progress, ETA, task x setting success table), tasks (filterable), one
+by URL hash: submissions (progress, ETA, task x setting success table; every rate with its 95%
+Wilson interval as the server computed it), tasks (filterable), one
 task (every attempt and its episodes), workers. ETA is the remaining episodes over the rate seen
 between polls, so it needs no server-side history. Operations POST JSON to ``/api/cancel``,
 ``/api/requeue`` and ``/api/priority`` and show the server's error text (which names the field).
@@ -31,7 +32,7 @@ th,td{border:1px solid #ddd;padding:.25em .6em;text-align:left;vertical-align:to
 .state-succeeded{color:#1a7f37}.state-failed,.state-lost{color:#b00}.state-cancelled{color:#888}
 .state-leased,.state-active,.state-running{color:#3a7bd5}
 #message{min-height:1.4em;color:#b00}#message.ok{color:#1a7f37}
-.marks{color:#8a4b00}.unsealed{background:#fff1d6;color:#8a4b00;border-radius:3px;padding:0 .3em}
+.ci{color:#555}.marks{color:#8a4b00}.unsealed{background:#fff1d6;color:#8a4b00;border-radius:3px;padding:0 .3em}
 button{margin-right:.3em}input,select{font:inherit}
 </style></head>
 <body>
@@ -47,6 +48,9 @@ let filters = {submission_id: "", route: "", state: "", priority: ""};
 
 const esc = v => String(v ?? "").replace(/[&<>"']/g, c => ({"&":"&amp;","<":"&lt;",">":"&gt;",'"':"&quot;","'":"&#39;"}[c]));
 const pct = (a, b) => b ? (100 * a / b).toFixed(1) + "%" : "-";
+// The 95% Wilson interval the server sends with a rate (success_rate_low/high), in percent.
+const ci = x => x.success_rate_low === null || x.success_rate_low === undefined ? "" :
+  ` <small class="ci" title="95% Wilson interval">[${(100 * x.success_rate_low).toFixed(1)}, ${(100 * x.success_rate_high).toFixed(1)}]</small>`;
 const when = s => s ? new Date(s * 1000).toLocaleTimeString() : "-";
 const duration = s => !isFinite(s) ? "-" : s < 90 ? Math.round(s) + " s" : s < 5400 ? Math.round(s / 60) + " min" : (s / 3600).toFixed(1) + " h";
 
@@ -94,7 +98,7 @@ function successTable(sub) {
   const tasks = [...new Set(sub.manifests.map(m => m.task))];
   const cell = (task, setting) => {
     const m = sub.manifests.find(x => x.task === task && x.setting === setting);
-    return m ? `<td>${m.succeeded}/${m.completed} <b>${pct(m.succeeded, m.completed)}</b>${m.completed < m.planned ? ` <small>(of ${m.planned})</small>` : ""}${failures(m.failed_attempts)}</td>` : "<td>-</td>";
+    return m ? `<td>${m.succeeded}/${m.completed} <b>${pct(m.succeeded, m.completed)}</b>${ci(m)}${m.completed < m.planned ? ` <small>(of ${m.planned})</small>` : ""}${failures(m.failed_attempts)}</td>` : "<td>-</td>";
   };
   return `<table class="success"><tr><th>task</th>${settings.map(s => `<th>${esc(s)}</th>`).join("")}</tr>` +
     tasks.map(t => `<tr><td>${esc(t)}</td>${settings.map(s => cell(t, s)).join("")}</tr>`).join("") + "</table>";
@@ -117,7 +121,7 @@ function submissionsView(data) {
       <h3>${id} <small>route ${esc(sub.route)}, priority ${sub.priority}${sub.complete ? ", complete" : ""}</small>${sub.provenance && sub.provenance.remote.unsealed ? ' <span class="unsealed">remote, unsealed</span>' : ""}</h3>
       <div><span class="bar"><span style="width:${pct(sub.episodes_completed, sub.episodes_planned).replace("-", "0%")}"></span></span>
       <span class="progress">${sub.episodes_completed}/${sub.episodes_planned} episodes</span>,
-      success ${pct(sub.episodes_succeeded, sub.episodes_completed)},
+      success <span class="success-rate">${pct(sub.episodes_succeeded, sub.episodes_completed)}${ci(sub)}</span>,
       ${e.rate > 0 ? e.rate.toFixed(2) + " episodes/s, " : ""}ETA <span class="eta">${e.text}</span></div>
       <div class="counts">tasks: ${["pending","leased","succeeded","failed","cancelled"].map(s => `<span class="state-${s}">${t[s]} ${s}</span>`).join(", ")}</div>
       ${provenanceView(sub.provenance)}

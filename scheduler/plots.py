@@ -1,19 +1,36 @@
-"""Success-rate bar charts (matplotlib, Agg backend: no display needed, works on cluster nodes).
+"""Success-rate charts (matplotlib, Agg backend: no display needed, works on cluster nodes).
 
-Bars are grouped per benchmark task with one bar per setting (clean and randomized side by side),
-or per task x setting with one bar per submission when comparing; each bar carries its
-``succeeded/completed`` count so a rate is never read without its sample size.
+Readable at RoboTwin's scale (50 tasks x 2 settings) as at LIBERO's (task names past 100
+characters): horizontal bars, one row group per task with its full name, the settings side by side
+in it, each rate with its 95% Wilson interval as an error bar and its ``succeeded/completed`` count,
+and a first group with the overall rate per setting. The figure grows with the number of tasks; the
+left margin is measured from the rendered labels (names longer than ``LABEL_CHARS`` wrap at their
+underscores, so the name stays whole). The comparison chart has the same rows and draws, per task x
+setting, B's rate minus A's with its 95% interval (filled markers where the test finds the
+difference significant).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from evalfleet.scheduler_api.vocabulary import success_rate
+from evalfleet.scheduler_api.vocabulary import interval_text, success_rate, wilson_interval
 from evalfleet.v1 import scheduler_pb2 as pb
-from scheduler.report import ComparedRow
+from scheduler.differences import Difference
+from scheduler.report import Comparison
+
+# Characters per label line; a longer name wraps at its underscores.
+LABEL_CHARS = 48
+BAR_INCHES = 0.2  # one bar's row
+PLOT_INCHES = 6.0  # the axes' width, labels come on top of it
+MARGIN_INCHES = 1.7  # title, legend and x label
+GROUP_GAP = 0.6  # between task groups, in bar rows
+DPI = 120
+OVERALL = "all tasks (overall)"
 
 
 def _pyplot() -> Any:
@@ -26,47 +43,192 @@ def _pyplot() -> Any:
     return pyplot
 
 
-def _grouped_bars(
-    path: Path, title: str, groups: Sequence[str], series: Sequence[tuple[str, Sequence[tuple[int, int]]]]
-) -> None:
-    """``series``: (label, [(succeeded, completed) per group]); draws rates with counts on bars."""
+def wrap_label(name: str, width: int = LABEL_CHARS) -> str:
+    """The whole name on lines of at most ``width`` characters, broken after underscores."""
+    lines: list[str] = []
+    current = ""
+    for part in name.split("_"):
+        joined = f"{current}_{part}" if current else part
+        if current and len(joined) + 1 > width:  # room for the underscore that ends the line
+            lines.append(current + "_")
+            current = part
+        else:
+            current = joined
+    return "\n".join([*lines, current])
+
+
+@dataclass(frozen=True)
+class _Rows:
+    """Where each task group sits on the y axis (top to bottom) and how tall the figure must be."""
+
+    labels: list[str]
+    centers: list[float]
+    bars: int
+    units: float
+
+    def offset(self, group: int, bar: int) -> float:
+        return self.centers[group] + (bar - (self.bars - 1) / 2)
+
+
+def _rows(names: Sequence[str], bars: int) -> _Rows:
+    labels = [wrap_label(name) for name in names]
+    centers: list[float] = []
+    y = 0.0
+    for label in labels:
+        size = max(float(bars), 1.1 * (label.count("\n") + 1))
+        centers.append(y + size / 2)
+        y += size + GROUP_GAP
+    return _Rows(labels, centers, max(1, bars), y)
+
+
+def _figure(rows: _Rows, title: str) -> tuple[Any, Any, Any]:
     pyplot = _pyplot()
-    width = 0.8 / max(1, len(series))
-    figure, axes = pyplot.subplots(figsize=(max(6.0, 1.2 * len(groups) * max(1, len(series)) / 2 + 3), 4.5))
-    for i, (label, counts) in enumerate(series):
-        xs = [g + (i - (len(series) - 1) / 2) * width for g in range(len(groups))]
-        heights = [100.0 * (success_rate(s, c) or 0.0) for s, c in counts]
-        bars = axes.bar(xs, heights, width, label=label)
-        axes.bar_label(bars, labels=[f"{s}/{c}" if c else "n/a" for s, c in counts], fontsize=8, padding=2)
-    axes.set_xticks(range(len(groups)), groups, rotation=30, ha="right")
-    axes.set_ylabel("success rate (%)")
-    axes.set_ylim(0, 110)
-    axes.set_title(title)
-    axes.legend()
-    figure.tight_layout()
+    height = MARGIN_INCHES + rows.units * BAR_INCHES
+    figure = pyplot.figure(figsize=(PLOT_INCHES + 3.0, height), dpi=DPI, layout="constrained")
+    axes = figure.add_subplot()
+    heading = figure.suptitle(title, fontsize=11)
+    axes.set_yticks(rows.centers, rows.labels, fontsize=8)
+    axes.set_ylim(rows.units - GROUP_GAP / 2, -GROUP_GAP)  # first group on top
+    axes.grid(axis="x", color="#dddddd", linewidth=0.6)
+    axes.tick_params(axis="x", top=True, labeltop=True)  # a tall chart is read from the top too
+    axes.set_axisbelow(True)
+    if len(rows.centers) > 1:  # the overall group is set apart from the tasks
+        axes.axhline((rows.centers[0] + rows.centers[1]) / 2, color="#888888", linewidth=0.8)
+    return figure, axes, heading
+
+
+def _fit_width(figure: Any, axes: Any, title: Any) -> None:
+    """Widens the figure by the rendered width of the longest label, so no name is cut, and to the
+    widths of the title and the legend."""
+    renderer = figure.canvas.get_renderer()
+    widest = max((label.get_window_extent(renderer).width for label in axes.get_yticklabels()), default=0.0)
+    headings = [title, *figure.legends]
+    heading = max(text.get_window_extent(renderer).width for text in headings)
+    figure.set_figwidth(max(PLOT_INCHES + widest / figure.dpi + 0.6, heading / figure.dpi + 0.4))
+
+
+def _save(figure: Any, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=120)
-    pyplot.close(figure)
+    figure.savefig(path, dpi=DPI)
+    _pyplot().close(figure)
+
+
+def _task_names(manifests: Sequence[pb.ManifestSummary]) -> tuple[list[tuple[str, str]], bool]:
+    keys = list(dict.fromkeys((m.benchmark, m.task) for m in manifests))
+    return keys, len({benchmark for benchmark, _ in keys}) > 1
+
+
+def _name(key: tuple[str, str], with_benchmark: bool) -> str:
+    return f"{key[0]}: {key[1]}" if with_benchmark else key[1]
+
+
+def summary_figure(summary: pb.GetSummaryResponse) -> Any:
+    """The success chart of one submission, as a matplotlib figure (``plot_summary`` saves it)."""
+    tasks, with_benchmark = _task_names(summary.manifests)
+    settings = list(dict.fromkeys(m.setting for m in summary.manifests))
+    found: dict[tuple[str, str, str], tuple[int, int]] = {}
+    overall: dict[str, tuple[int, int]] = {}
+    for m in summary.manifests:
+        s, c = found.get((m.benchmark, m.task, m.setting), (0, 0))
+        found[(m.benchmark, m.task, m.setting)] = (s + m.episodes_succeeded, c + m.episodes_completed)
+        s, c = overall.get(m.setting, (0, 0))
+        overall[m.setting] = (s + m.episodes_succeeded, c + m.episodes_completed)
+    rows = _rows([OVERALL, *(_name(key, with_benchmark) for key in tasks)], len(settings))
+    title = f"{summary.submission_id}"
+    if not summary.complete:
+        title += f" (INCOMPLETE: {summary.episodes_completed}/{summary.episodes_planned} episodes)"
+    title += "\nsuccess rate per task, 95% Wilson intervals, succeeded/completed"
+    figure, axes, heading = _figure(rows, title)
+    colors = _colors(len(settings))
+    for j, setting in enumerate(settings):
+        counts = [overall[setting], *(found.get((b, t, setting), (0, 0)) for b, t in tasks)]
+        ys = [rows.offset(i, j) for i in range(len(counts))]
+        rates = [100.0 * (success_rate(s, c) or 0.0) for s, c in counts]
+        intervals = [wilson_interval(s, c) for s, c in counts]
+        lows = [rate - (100.0 * i.low if i else rate) for rate, i in zip(rates, intervals, strict=True)]
+        highs = [(100.0 * i.high if i else rate) - rate for rate, i in zip(rates, intervals, strict=True)]
+        s_all, c_all = overall[setting]
+        rate_all = success_rate(s_all, c_all, scale=100.0)
+        interval_all = interval_text(wilson_interval(s_all, c_all))
+        label = f"{setting}: overall {'-' if rate_all is None else f'{rate_all:.1f}%'} {interval_all} ({s_all}/{c_all})"
+        axes.barh(ys, rates, height=0.85, color=colors[j], label=label)
+        axes.errorbar(rates, ys, xerr=[lows, highs], fmt="none", ecolor="#222222", elinewidth=0.8, capsize=2)
+        for i, (y, rate, high, (s, c)) in enumerate(zip(ys, rates, highs, counts, strict=True)):
+            count = f"{s}/{c}" if c else "n/a"
+            axes.text(rate + high + 1.0, y, f"{setting}: {count}" if i == 0 else count, va="center", fontsize=6.5)
+    axes.set_xlim(0, 115)
+    axes.set_xticks(range(0, 101, 10))
+    axes.set_xlabel("success rate (%)")
+    _legend(figure)
+    _fit_width(figure, axes, heading)
+    return figure
 
 
 def plot_summary(path: Path, summary: pb.GetSummaryResponse) -> None:
-    tasks = list(dict.fromkeys(m.task for m in summary.manifests))
-    settings = list(dict.fromkeys(m.setting for m in summary.manifests))
-    found = {(m.task, m.setting): (m.episodes_succeeded, m.episodes_completed) for m in summary.manifests}
-    series = [(setting, [found.get((task, setting), (0, 0)) for task in tasks]) for setting in settings]
-    title = f"{summary.submission_id}" + ("" if summary.complete else " (INCOMPLETE)")
-    _grouped_bars(path, title, tasks, series)
+    _save(summary_figure(summary), path)
 
 
-def plot_comparison(
-    path: Path, a: pb.GetSummaryResponse, b: pb.GetSummaryResponse, rows: Sequence[ComparedRow]
-) -> None:
-    groups = [f"{row.task}\n{row.setting}" for row in rows]
-    series = [
-        (_label(a), [(row.a.episodes_succeeded, row.a.episodes_completed) for row in rows]),
-        (_label(b), [(row.b.episodes_succeeded, row.b.episodes_completed) for row in rows]),
-    ]
-    _grouped_bars(path, f"{a.submission_id} vs {b.submission_id}", groups, series)
+def comparison_figure(comparison: Comparison) -> Any:
+    """Per task x setting, B's rate minus A's with its 95% interval; the overall per setting on top."""
+    a, b = comparison.a, comparison.b
+    tasks, with_benchmark = _task_names([row.a for row in comparison.rows])
+    settings = list(dict.fromkeys(row.setting for row in comparison.rows))
+    by_setting = {group.setting: group for group in comparison.by_setting()}
+    found = {(row.benchmark, row.task, row.setting): row.difference for row in comparison.rows}
+    rows = _rows([OVERALL, *(_name(key, with_benchmark) for key in tasks)], len(settings))
+    kind = "paired by episode" if comparison.paired else "UNPAIRED"
+    title = f"{_label(b)} minus {_label(a)}\nsuccess rate difference per task, 95% CI, {kind}"
+    figure, axes, heading = _figure(rows, title)
+    colors = _colors(len(settings))
+    for j, setting in enumerate(settings):
+        group = by_setting[setting].difference
+        differences: list[Difference | None] = [group, *(found.get((b_, t, setting)) for b_, t in tasks)]
+        label = f"{setting}: overall " + ("-" if group is None else group.verdict())
+        axes.plot([], [], "o", color=colors[j], label=label)
+        for i, difference in enumerate(differences):
+            y = rows.offset(i, j)
+            if difference is None:
+                axes.text(0, y, "n/a", va="center", ha="center", fontsize=6.5)
+                continue
+            estimate, low, high = (100.0 * v for v in (difference.estimate, *difference.interval))
+            if i == 0:  # the overall group names its setting, so the top needs no legend
+                axes.text(high + 1.0, y, f"{setting}: {estimate:+.1f} pts", va="center", fontsize=6.5)
+            axes.errorbar(
+                [estimate],
+                [y],
+                xerr=[[estimate - low], [high - estimate]],
+                fmt="o",
+                color=colors[j],
+                markerfacecolor=colors[j] if difference.significant else "white",
+                markersize=4,
+                elinewidth=1.0,
+                capsize=2,
+            )
+    axes.axvline(0, color="#444444", linewidth=0.8)
+    reach = max([abs(v) for d in found.values() if d for v in d.interval], default=0.0)
+    limit = min(100, max(20, 10 * math.ceil(10.0 * reach + 0.2)))  # tens of points, 2 past the widest
+    axes.set_xlim(-limit, limit)
+    axes.set_xticks(range(-limit, limit + 1, 10 if limit <= 50 else 20))
+    axes.set_xlabel("difference in success rate (points); filled: significant at 5%, hollow: not")
+    _legend(figure)
+    _fit_width(figure, axes, heading)
+    return figure
+
+
+def plot_comparison(path: Path, comparison: Comparison) -> None:
+    _save(comparison_figure(comparison), path)
+
+
+def _legend(figure: Any) -> None:
+    """One line per setting with its overall figure, below the chart (a submission without
+    manifests has none)."""
+    if figure.axes[0].get_legend_handles_labels()[0]:
+        figure.legend(loc="outside lower center", ncols=1, fontsize=8, frameon=False)
+
+
+def _colors(n: int) -> list[str]:
+    palette = ["#3a7bd5", "#e07b39", "#4daf4a", "#984ea3", "#a65628", "#f781bf"]
+    return [palette[i % len(palette)] for i in range(n)]
 
 
 def _label(summary: pb.GetSummaryResponse) -> str:

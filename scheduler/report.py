@@ -1,21 +1,29 @@
 """Results as people read them: CSV rows per benchmark task x setting, and comparing two submissions.
 
-A comparison is only meaningful between the same episode populations, so the two submissions must
-have the same manifests (by hash); they differ in checkpoint. An incomplete submission's rates cover
-only its completed episodes, so comparing one is refused unless the caller asks for it, and then
-every row says which side is incomplete.
+A comparison is meant between the same episode populations, so by default the two submissions
+must have the same manifests (by hash); they differ in checkpoint. Then every episode of A has its
+twin in B (same manifest, same episode index: same seed and initial state) and the comparison is
+paired, per task x setting, per setting and overall (``scheduler.differences``). Submissions of
+different manifests are refused unless the caller asks for an unpaired comparison: rows then match
+by benchmark, task and setting, are compared as independent samples, and say so. An incomplete
+submission's rates cover only its completed episodes, so comparing one is refused unless the caller
+asks for it, and then every row says which side is incomplete; a paired difference covers the
+episodes both sides completed.
 """
 
 from __future__ import annotations
 
 import csv
-from dataclasses import dataclass
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from evalfleet.scheduler_api.errors import PreconditionFailed
-from evalfleet.scheduler_api.vocabulary import success_rate
+from evalfleet.scheduler_api.vocabulary import success_rate, wilson_interval
 from evalfleet.v1 import scheduler_pb2 as pb
+from scheduler.differences import Difference, PairedCounts, paired_difference, unpaired_difference
 
 CSV_COLUMNS = (
     "benchmark",
@@ -25,6 +33,8 @@ CSV_COLUMNS = (
     "completed",
     "succeeded",
     "success_rate",
+    "success_rate_low",
+    "success_rate_high",
     "attempts",
     "workers",
     "mean_episode_seconds",
@@ -42,6 +52,7 @@ def csv_rows(summary: pb.GetSummaryResponse) -> list[dict[str, Any]]:
             "completed": m.episodes_completed,
             "succeeded": m.episodes_succeeded,
             "success_rate": _csv_rate(m),
+            **_csv_interval(m),
             "attempts": m.attempts,
             "workers": m.workers,
             "mean_episode_seconds": f"{m.episode_wall_seconds_mean:.3f}",
@@ -57,6 +68,14 @@ def _csv_rate(m: pb.ManifestSummary) -> str:
     return "" if rate is None else f"{rate:.6f}"
 
 
+def _csv_interval(m: pb.ManifestSummary) -> dict[str, str]:
+    """The 95% Wilson interval's bounds, six decimals, or empty when no episode completed."""
+    interval = wilson_interval(m.episodes_succeeded, m.episodes_completed)
+    if interval is None:
+        return {"success_rate_low": "", "success_rate_high": ""}
+    return {"success_rate_low": f"{interval.low:.6f}", "success_rate_high": f"{interval.high:.6f}"}
+
+
 def write_csv(path: Path, summary: pb.GetSummaryResponse) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w", newline="") as out:
@@ -67,11 +86,14 @@ def write_csv(path: Path, summary: pb.GetSummaryResponse) -> None:
 
 @dataclass(frozen=True)
 class ComparedRow:
+    """One benchmark task x setting of both submissions; ``pairs`` when compared episode by episode."""
+
     benchmark: str
     task: str
     setting: str
     a: pb.ManifestSummary
     b: pb.ManifestSummary
+    pairs: PairedCounts | None = None
 
     @property
     def delta(self) -> float | None:
@@ -80,17 +102,82 @@ class ComparedRow:
         rb = success_rate(self.b.episodes_succeeded, self.b.episodes_completed)
         return None if ra is None or rb is None else rb - ra
 
+    @property
+    def difference(self) -> Difference | None:
+        """The paired difference over episodes both completed, or the unpaired one; None without data."""
+        if self.pairs is not None:
+            return paired_difference(self.pairs)
+        return _unpaired((self.a,), (self.b,))
 
-def compare(a: pb.GetSummaryResponse, b: pb.GetSummaryResponse, allow_incomplete: bool) -> list[ComparedRow]:
-    """Pairs the two submissions' results manifest by manifest; refuses what would mislead."""
+
+@dataclass(frozen=True)
+class GroupDifference:
+    """A setting's (or, with setting "", every setting's) difference over the rows compared."""
+
+    benchmark: str
+    setting: str
+    rows: list[ComparedRow]
+    difference: Difference | None
+    # Paired: the episodes both submissions completed; None when unpaired.
+    pairs: int | None
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Two submissions row by row, and the differences per setting and overall."""
+
+    a: pb.GetSummaryResponse
+    b: pb.GetSummaryResponse
+    paired: bool
+    rows: list[ComparedRow]
+    # Unpaired only: task x setting rows one submission has and the other lacks (not compared).
+    only_a: list[pb.ManifestSummary] = field(default_factory=list)
+    only_b: list[pb.ManifestSummary] = field(default_factory=list)
+
+    def by_setting(self) -> list[GroupDifference]:
+        groups: dict[tuple[str, str], list[ComparedRow]] = defaultdict(list)
+        for row in self.rows:
+            groups[(row.benchmark, row.setting)].append(row)
+        return [self._group(benchmark, setting, rows) for (benchmark, setting), rows in sorted(groups.items())]
+
+    def overall(self) -> GroupDifference:
+        return self._group("", "", self.rows)
+
+    def _group(self, benchmark: str, setting: str, rows: list[ComparedRow]) -> GroupDifference:
+        if self.paired:
+            total = sum((row.pairs or PairedCounts() for row in rows), PairedCounts())
+            return GroupDifference(benchmark, setting, rows, paired_difference(total), total.pairs)
+        return GroupDifference(benchmark, setting, rows, _unpaired([r.a for r in rows], [r.b for r in rows]), None)
+
+
+def _unpaired(a: Iterable[pb.ManifestSummary], b: Iterable[pb.ManifestSummary]) -> Difference | None:
+    a, b = list(a), list(b)
+    return unpaired_difference(
+        sum(m.episodes_succeeded for m in a),
+        sum(m.episodes_completed for m in a),
+        sum(m.episodes_succeeded for m in b),
+        sum(m.episodes_completed for m in b),
+    )
+
+
+def compare(
+    a: pb.GetSummaryResponse, b: pb.GetSummaryResponse, allow_incomplete: bool, unpaired: bool = False
+) -> Comparison:
+    """Pairs the two submissions' results episode by episode; refuses what would mislead.
+
+    The summaries must list their episodes (``GetSummaryRequest.include_episodes``) for a paired
+    comparison. ``unpaired`` compares rows matched by benchmark, task and setting as independent
+    samples, whatever their manifests.
+    """
     hashes_a = [m.manifest_hash for m in a.manifests]
     hashes_b = [m.manifest_hash for m in b.manifests]
-    if sorted(hashes_a) != sorted(hashes_b):
+    if sorted(hashes_a) != sorted(hashes_b) and not unpaired:
         only_a = sorted(set(hashes_a) - set(hashes_b))
         only_b = sorted(set(hashes_b) - set(hashes_a))
         raise PreconditionFailed(
             f"{a.submission_id} and {b.submission_id} evaluate different manifests"
-            f" (only in the first: {len(only_a)}, only in the second: {len(only_b)})",
+            f" (only in the first: {len(only_a)}, only in the second: {len(only_b)}); their episodes do not pair"
+            " (pass --unpaired to compare them as independent samples, marked)",
             field="manifests",
         )
     incomplete = [s.submission_id for s in (a, b) if not s.complete]
@@ -100,5 +187,52 @@ def compare(a: pb.GetSummaryResponse, b: pb.GetSummaryResponse, allow_incomplete
             " (pass --allow-incomplete to compare anyway, marked)",
             field="complete",
         )
+    if unpaired:
+        return _compare_unpaired(a, b)
+    for summary in (a, b):
+        for m in summary.manifests:
+            if len(m.succeeded_episodes) + len(m.failed_episodes) != m.episodes_completed:
+                raise ValueError(
+                    f"the summary of {summary.submission_id} does not list its episodes;"
+                    " fetch it with include_episodes=True to pair them"
+                )
     by_hash = {m.manifest_hash: m for m in b.manifests}
-    return [ComparedRow(m.benchmark, m.task, m.setting, m, by_hash[m.manifest_hash]) for m in a.manifests]
+    rows = [
+        ComparedRow(m.benchmark, m.task, m.setting, m, by_hash[m.manifest_hash], _pairs(m, by_hash[m.manifest_hash]))
+        for m in a.manifests
+    ]
+    return Comparison(a, b, paired=True, rows=rows)
+
+
+def _pairs(a: pb.ManifestSummary, b: pb.ManifestSummary) -> PairedCounts:
+    """Episodes of one manifest that both submissions completed, by the two outcomes."""
+    a_won, a_lost = set(a.succeeded_episodes), set(a.failed_episodes)
+    b_won, b_lost = set(b.succeeded_episodes), set(b.failed_episodes)
+    return PairedCounts(
+        both=len(a_won & b_won), a_only=len(a_won & b_lost), b_only=len(a_lost & b_won), neither=len(a_lost & b_lost)
+    )
+
+
+def _compare_unpaired(a: pb.GetSummaryResponse, b: pb.GetSummaryResponse) -> Comparison:
+    """Rows matched by benchmark, task and setting (manifests of one such key merged)."""
+    merged_a, merged_b = _by_key(a), _by_key(b)
+    rows = [ComparedRow(key[0], key[1], key[2], merged_a[key], merged_b[key]) for key in merged_a if key in merged_b]
+    only_a = [m for key, m in merged_a.items() if key not in merged_b]
+    only_b = [m for key, m in merged_b.items() if key not in merged_a]
+    return Comparison(a, b, paired=False, rows=rows, only_a=only_a, only_b=only_b)
+
+
+def _by_key(summary: pb.GetSummaryResponse) -> dict[tuple[str, str, str], pb.ManifestSummary]:
+    merged: dict[tuple[str, str, str], pb.ManifestSummary] = {}
+    for m in summary.manifests:
+        key = (m.benchmark, m.task, m.setting)
+        if key not in merged:
+            merged[key] = pb.ManifestSummary(
+                manifest_hash=m.manifest_hash, benchmark=m.benchmark, task=m.task, setting=m.setting
+            )
+        else:  # more than one manifest of this task x setting: no single hash names the row
+            merged[key].manifest_hash = ""
+        merged[key].episodes_planned += m.episodes_planned
+        merged[key].episodes_completed += m.episodes_completed
+        merged[key].episodes_succeeded += m.episodes_succeeded
+    return merged

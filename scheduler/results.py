@@ -1,6 +1,7 @@
 """The results document of a submission (RESULTS.json), built from the scheduler's database alone.
 
-Per benchmark task x setting: successes / completed / planned, success rate, attempts, workers and
+Per benchmark task x setting: successes / completed / planned, success rate with its 95% Wilson
+interval (``success_rate_low``, ``success_rate_high``), attempts, workers and
 episode wall times; per setting and overall totals; the manifest hashes that define the evaluated
 population; the checkpoint identity; the versions every contributing worker registered with; and
 how the episodes were run (actions executed per chunk, "remote, unsealed" policies, and whether
@@ -23,7 +24,7 @@ from typing import Any
 
 from google.protobuf import json_format
 
-from evalfleet.scheduler_api.vocabulary import failure_counts, success_rate
+from evalfleet.scheduler_api.vocabulary import failure_counts, rate_fields
 from evalfleet.v1 import policy_pb2
 from evalfleet.v1 import scheduler_pb2 as pb
 from scheduler import provenance
@@ -36,7 +37,7 @@ def _counts(planned: int, completed: int, succeeded: int) -> dict[str, Any]:
         "planned": planned,
         "completed": completed,
         "succeeded": succeeded,
-        "success_rate": None if (rate := success_rate(succeeded, completed)) is None else round(rate, 6),
+        **rate_fields(succeeded, completed, digits=6),
     }
 
 
@@ -98,6 +99,7 @@ def results_document(
         "workers": [_worker(w) for w in workers if w.worker_id in contributors],
         "provenance": provenance.document(summary),
         "note": "infrastructure retries are excluded; policy failures are included as results",
+        "intervals": "success_rate_low and success_rate_high bound the 95% Wilson score interval of success_rate",
     }
 
 

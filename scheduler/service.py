@@ -305,7 +305,8 @@ class SchedulerService(pb_grpc.SchedulerServicer):
     @_handler
     async def GetSummary(self, request: pb.GetSummaryRequest, context: Any) -> pb.GetSummaryResponse:
         check_id(request.submission_id, "submission_id")
-        return await self._readers.run(lambda conn: queries.summary(conn, request.submission_id))
+        include = request.include_episodes
+        return await self._readers.run(lambda conn: queries.summary(conn, request.submission_id, include))
 
     @_handler
     async def ListTasks(self, request: pb.ListTasksRequest, context: Any) -> pb.ListTasksResponse:

@@ -49,6 +49,17 @@ def test_overview_tasks_and_task_detail_come_from_the_database(start_scheduler):
         ("pick", "clean", 2, 1),
         ("pick", "randomized", 0, 0),
     ]
+    # Rates with their 95% Wilson intervals (1 of 2: scipy's binomtest(1, 2) gives [0.0945, 0.9055]).
+    (clean, randomized) = sub["manifests"]
+    assert (clean["success_rate"], clean["success_rate_low"], clean["success_rate_high"]) == pytest.approx(
+        (0.5, 0.09453120573423074, 0.9054687942657693), abs=1e-12
+    )
+    assert (randomized["success_rate"], randomized["success_rate_low"], randomized["success_rate_high"]) == (
+        None,
+        None,
+        None,
+    )
+    assert (sub["success_rate"], sub["success_rate_low"]) == pytest.approx((0.5, 0.09453120573423074), abs=1e-12)
     assert sub["tasks"]["leased"] == 1 and sub["complete"] is False
     (worker,) = overview["workers"]
     assert (worker["state"], worker["current_task"], worker["gpu_uuid"], worker["host"]) == (

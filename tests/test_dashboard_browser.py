@@ -73,7 +73,8 @@ def test_submit_watch_cancel_requeue_reprioritize_in_a_browser(start_scheduler, 
             sync_api.expect(card.locator(".progress")).to_have_text("9/24 episodes", timeout=WAIT_MS)
             sync_api.expect(card.locator("table.success")).to_contain_text("open_drawer", timeout=WAIT_MS)
             sync_api.expect(card.locator("table.success th")).to_have_text(["task", "clean", "randomized"])
-            sync_api.expect(card.locator("table.success")).to_contain_text("2/3 66.7%")
+            # 2 of 3 with its 95% Wilson interval (scipy's binomtest(2, 3): [0.2077, 0.9385]).
+            sync_api.expect(card.locator("table.success")).to_contain_text("2/3 66.7% [20.8, 93.9]")
 
             card.locator("button[data-op=cancel]").click()
             sync_api.expect(page.locator("#message")).to_have_text("cancel: changed 5 tasks", timeout=WAIT_MS)

@@ -67,7 +67,14 @@ def test_cli_submit_status_summary_operate(scheduler, tmp_path):
     assert "INCOMPLETE" in human and "pick" in human and "place" in human
     results = json.loads((tmp_path / "RESULTS.json").read_text())
     assert results["complete"] is False
-    assert results["overall"] == {"planned": 12, "completed": 4, "succeeded": 4, "success_rate": 1.0}
+    assert results["overall"] == {
+        "planned": 12,
+        "completed": 4,
+        "succeeded": 4,
+        "success_rate": 1.0,
+        "success_rate_low": 0.510109,  # the 95% Wilson interval of 4/4 (scipy: 0.5101092...)
+        "success_rate_high": 1.0,
+    }
     assert [(t["task"], t["completed"], t["attempts"]) for t in results["by_task"]] == [("pick", 4, 1), ("place", 0, 0)]
     assert [w["worker_id"] for w in results["workers"]] == ["w1"]
 

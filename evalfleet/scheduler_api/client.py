@@ -250,8 +250,11 @@ class SchedulerClient:
         response: pb.GetStatusResponse = self._call("GetStatus", pb.GetStatusRequest(submission_id=submission_id))
         return response
 
-    def summary(self, submission_id: str) -> pb.GetSummaryResponse:
-        response: pb.GetSummaryResponse = self._call("GetSummary", pb.GetSummaryRequest(submission_id=submission_id))
+    def summary(self, submission_id: str, include_episodes: bool = False) -> pb.GetSummaryResponse:
+        """Results per manifest; ``include_episodes`` also lists which episodes succeeded and failed."""
+        response: pb.GetSummaryResponse = self._call(
+            "GetSummary", pb.GetSummaryRequest(submission_id=submission_id, include_episodes=include_episodes)
+        )
         return response
 
     def tasks(self, task_selector: pb.TaskSelector | None = None, limit: int = 0) -> pb.ListTasksResponse:

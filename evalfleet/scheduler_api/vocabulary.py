@@ -7,7 +7,10 @@ state is added in the proto and in ``TASK_STATE_NAMES`` and nowhere else.
 
 A success rate is succeeded over *completed* episodes, never over planned ones: an incomplete
 submission's rate covers what has run so far, and a population with nothing completed has no rate
-(None, shown as ``-``) rather than 0.
+(None, shown as ``-``) rather than 0. Every rate shown comes with its 95% Wilson score interval
+(``wilson_interval``): a closed form of a few lines, so the scheduler and its clients need no
+statistics library for it, and it stays inside [0, 1] and is sensible at 0 and at n successes out
+of n, where the textbook normal interval collapses to a point.
 
 Failure reasons: ``FailureReason`` on the wire and in the database; people read the short name
 (``simulator_crash``) in tables, logs and error text ("[simulator_crash] episode process exited").
@@ -15,9 +18,11 @@ Failure reasons: ``FailureReason`` on the wire and in the database; people read 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
+from statistics import NormalDist
 from types import MappingProxyType
-from typing import cast
+from typing import NamedTuple, cast
 
 from evalfleet.v1 import scheduler_pb2 as pb
 
@@ -58,6 +63,53 @@ def success_percent(succeeded: int, completed: int) -> str:
     """The rate as tables and progress lines show it: ``"28.8%"``, or ``"-"`` when nothing completed."""
     percent = success_rate(succeeded, completed, scale=100.0)
     return "-" if percent is None else f"{percent:.1f}%"
+
+
+# The two-sided 95% normal quantile, 1.959963984540054.
+Z_95 = NormalDist().inv_cdf(0.975)
+
+
+class Interval(NamedTuple):
+    """A confidence interval of a rate or of a difference of rates, as fractions (not percent)."""
+
+    low: float
+    high: float
+
+
+def wilson_interval(succeeded: int, completed: int, z: float = Z_95) -> Interval | None:
+    """The Wilson score interval of ``succeeded / completed`` (95% by default), None when nothing completed.
+
+    Wilson (1927): the rates p whose score test against the observed rate does not reject, in
+    closed form ``(p̂ + z²/2n ± z·sqrt(p̂(1-p̂)/n + z²/4n²)) / (1 + z²/n)``.
+    """
+    if not completed:
+        return None
+    n, rate = completed, succeeded / completed
+    denominator = 1.0 + z * z / n
+    center = (rate + z * z / (2 * n)) / denominator
+    half = z * math.sqrt(rate * (1.0 - rate) / n + z * z / (4 * n * n)) / denominator
+    low = 0.0 if succeeded == 0 else max(0.0, center - half)
+    high = 1.0 if succeeded == completed else min(1.0, center + half)
+    return Interval(low, high)
+
+
+def interval_text(interval: Interval | None) -> str:
+    """An interval as tables show it, in percent: ``"[20.1, 39.4]"``, or ``"-"`` when there is none."""
+    return "-" if interval is None else f"[{100.0 * interval.low:.1f}, {100.0 * interval.high:.1f}]"
+
+
+def rate_fields(succeeded: int, completed: int, digits: int | None = None) -> dict[str, float | None]:
+    """``success_rate`` and its 95% interval, ``success_rate_low`` and ``success_rate_high``, as every
+    JSON document spells them (None when nothing completed), rounded to ``digits`` when given."""
+    interval = wilson_interval(succeeded, completed)
+    values = {
+        "success_rate": success_rate(succeeded, completed),
+        "success_rate_low": None if interval is None else interval.low,
+        "success_rate_high": None if interval is None else interval.high,
+    }
+    if digits is None:
+        return values
+    return {key: None if value is None else round(value, digits) for key, value in values.items()}
 
 
 FailureReason = pb.FailureReason

@@ -361,13 +361,15 @@ class GetStatusResponse(_message.Message):
     def __init__(self, tasks: _Optional[_Union[StateCounts, _Mapping]] = ..., submissions: _Optional[_Iterable[_Union[SubmissionStatus, _Mapping]]] = ...) -> None: ...
 
 class GetSummaryRequest(_message.Message):
-    __slots__ = ("submission_id",)
+    __slots__ = ("submission_id", "include_episodes")
     SUBMISSION_ID_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_EPISODES_FIELD_NUMBER: _ClassVar[int]
     submission_id: str
-    def __init__(self, submission_id: _Optional[str] = ...) -> None: ...
+    include_episodes: bool
+    def __init__(self, submission_id: _Optional[str] = ..., include_episodes: _Optional[bool] = ...) -> None: ...
 
 class ManifestSummary(_message.Message):
-    __slots__ = ("manifest_hash", "benchmark", "task", "setting", "episodes_planned", "episodes_completed", "episodes_succeeded", "attempts", "workers", "episode_wall_seconds_total", "episode_wall_seconds_mean", "episode_wall_seconds_max", "tasks", "failures")
+    __slots__ = ("manifest_hash", "benchmark", "task", "setting", "episodes_planned", "episodes_completed", "episodes_succeeded", "attempts", "workers", "episode_wall_seconds_total", "episode_wall_seconds_mean", "episode_wall_seconds_max", "tasks", "failures", "succeeded_episodes", "failed_episodes")
     MANIFEST_HASH_FIELD_NUMBER: _ClassVar[int]
     BENCHMARK_FIELD_NUMBER: _ClassVar[int]
     TASK_FIELD_NUMBER: _ClassVar[int]
@@ -382,6 +384,8 @@ class ManifestSummary(_message.Message):
     EPISODE_WALL_SECONDS_MAX_FIELD_NUMBER: _ClassVar[int]
     TASKS_FIELD_NUMBER: _ClassVar[int]
     FAILURES_FIELD_NUMBER: _ClassVar[int]
+    SUCCEEDED_EPISODES_FIELD_NUMBER: _ClassVar[int]
+    FAILED_EPISODES_FIELD_NUMBER: _ClassVar[int]
     manifest_hash: str
     benchmark: str
     task: str
@@ -396,7 +400,9 @@ class ManifestSummary(_message.Message):
     episode_wall_seconds_max: float
     tasks: StateCounts
     failures: _containers.RepeatedCompositeFieldContainer[FailureCount]
-    def __init__(self, manifest_hash: _Optional[str] = ..., benchmark: _Optional[str] = ..., task: _Optional[str] = ..., setting: _Optional[str] = ..., episodes_planned: _Optional[int] = ..., episodes_completed: _Optional[int] = ..., episodes_succeeded: _Optional[int] = ..., attempts: _Optional[int] = ..., workers: _Optional[int] = ..., episode_wall_seconds_total: _Optional[float] = ..., episode_wall_seconds_mean: _Optional[float] = ..., episode_wall_seconds_max: _Optional[float] = ..., tasks: _Optional[_Union[StateCounts, _Mapping]] = ..., failures: _Optional[_Iterable[_Union[FailureCount, _Mapping]]] = ...) -> None: ...
+    succeeded_episodes: _containers.RepeatedScalarFieldContainer[int]
+    failed_episodes: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, manifest_hash: _Optional[str] = ..., benchmark: _Optional[str] = ..., task: _Optional[str] = ..., setting: _Optional[str] = ..., episodes_planned: _Optional[int] = ..., episodes_completed: _Optional[int] = ..., episodes_succeeded: _Optional[int] = ..., attempts: _Optional[int] = ..., workers: _Optional[int] = ..., episode_wall_seconds_total: _Optional[float] = ..., episode_wall_seconds_mean: _Optional[float] = ..., episode_wall_seconds_max: _Optional[float] = ..., tasks: _Optional[_Union[StateCounts, _Mapping]] = ..., failures: _Optional[_Iterable[_Union[FailureCount, _Mapping]]] = ..., succeeded_episodes: _Optional[_Iterable[int]] = ..., failed_episodes: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class FailureCount(_message.Message):
     __slots__ = ("reason", "attempts")

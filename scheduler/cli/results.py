@@ -1,8 +1,10 @@
 """Reading results: `summary` of one submission and `compare` of two over the same manifests.
 
 Both print a table or, with ``--json``, a document; `summary` can also write RESULTS.json, a CSV
-and a bar chart. The messages are fetched here; the documents, rows and charts are built from them
-by ``scheduler.results``, ``scheduler.report`` and ``scheduler.plots``.
+and a bar chart. Every rate comes with its 95% Wilson interval; `compare` adds, per task x setting,
+per setting and overall, the difference with its 95% interval and a test, and says in words whether
+it is significant. The messages are fetched here; the documents, rows and charts are built from
+them by ``scheduler.results``, ``scheduler.report``, ``scheduler.differences`` and ``scheduler.plots``.
 """
 
 from __future__ import annotations
@@ -17,10 +19,17 @@ from typing import TYPE_CHECKING, Any
 
 from rich.table import Table
 
-from evalfleet.scheduler_api.vocabulary import failure_counts, success_percent, success_rate
+from evalfleet.scheduler_api.vocabulary import (
+    failure_counts,
+    interval_text,
+    rate_fields,
+    success_percent,
+    wilson_interval,
+)
 from evalfleet.v1 import scheduler_pb2 as pb
 from scheduler import provenance, report
 from scheduler.cli.common import UsageError, add_client_command, connect, console, print_json
+from scheduler.differences import Difference
 from scheduler.results import results_document, write_results
 from scheduler.wire_json import counts_dict, message_dict
 
@@ -39,9 +48,14 @@ def add_commands(commands: Subcommands) -> None:
     compare = add_client_command(commands, "compare", cmd_compare, "compare two submissions of the same manifests")
     compare.add_argument("submission_a")
     compare.add_argument("submission_b")
-    compare.add_argument("--plot", type=Path, metavar="PNG", help="also draw both submissions side by side")
+    compare.add_argument("--plot", type=Path, metavar="PNG", help="also draw the differences per task x setting")
     compare.add_argument(
         "--allow-incomplete", action="store_true", help="compare even if one is incomplete (marked in the output)"
+    )
+    compare.add_argument(
+        "--unpaired",
+        action="store_true",
+        help="compare submissions of different manifests as independent samples (marked in the output)",
     )
 
 
@@ -68,10 +82,10 @@ def cmd_summary(args: argparse.Namespace) -> int:
     if args.json:
         data = message_dict(response)
         data["tasks"] = counts_dict(response.tasks)
-        data["success_rate"] = success_rate(response.episodes_succeeded, response.episodes_completed)
+        data.update(rate_fields(response.episodes_succeeded, response.episodes_completed))
         for entry, manifest in zip(data["manifests"], response.manifests, strict=True):
             entry["tasks"] = counts_dict(manifest.tasks)
-            entry["success_rate"] = success_rate(manifest.episodes_succeeded, manifest.episodes_completed)
+            entry.update(rate_fields(manifest.episodes_succeeded, manifest.episodes_completed))
         data["marks"] = provenance.marks(response)
         print_json(data)
         return 0
@@ -89,6 +103,7 @@ def cmd_summary(args: argparse.Namespace) -> int:
         "setting",
         "success",
         "rate",
+        "95% CI",
         "done/planned",
         "attempts",
         "failed",
@@ -104,6 +119,7 @@ def cmd_summary(args: argparse.Namespace) -> int:
             m.setting,
             str(m.episodes_succeeded),
             success_percent(m.episodes_succeeded, m.episodes_completed),
+            interval_text(wilson_interval(m.episodes_succeeded, m.episodes_completed)),
             f"{m.episodes_completed}/{m.episodes_planned}",
             str(m.attempts),
             _failures(m.failures),
@@ -111,12 +127,29 @@ def cmd_summary(args: argparse.Namespace) -> int:
             f"{m.episode_wall_seconds_mean:.1f}",
         )
     table.add_section()
+    settings = _setting_totals(response.manifests)
+    if len(settings) > 1:
+        for (benchmark, setting), (planned, completed, succeeded) in settings.items():
+            table.add_row(
+                benchmark,
+                "all",
+                setting,
+                str(succeeded),
+                success_percent(succeeded, completed),
+                interval_text(wilson_interval(succeeded, completed)),
+                f"{completed}/{planned}",
+                "",
+                "",
+                "",
+                "",
+            )
     table.add_row(
         "all",
         "",
         "",
         str(response.episodes_succeeded),
         success_percent(response.episodes_succeeded, response.episodes_completed),
+        interval_text(wilson_interval(response.episodes_succeeded, response.episodes_completed)),
         f"{response.episodes_completed}/{response.episodes_planned}",
         str(sum(m.attempts for m in response.manifests)),
         _failures(failure for m in response.manifests for failure in m.failures),
@@ -127,6 +160,19 @@ def cmd_summary(args: argparse.Namespace) -> int:
     return 0
 
 
+def _setting_totals(manifests: Iterable[pb.ManifestSummary]) -> dict[tuple[str, str], tuple[int, int, int]]:
+    """(planned, completed, succeeded) per benchmark and setting, in the order they first appear."""
+    totals: dict[tuple[str, str], tuple[int, int, int]] = {}
+    for m in manifests:
+        planned, completed, succeeded = totals.get((m.benchmark, m.setting), (0, 0, 0))
+        totals[(m.benchmark, m.setting)] = (
+            planned + m.episodes_planned,
+            completed + m.episodes_completed,
+            succeeded + m.episodes_succeeded,
+        )
+    return totals
+
+
 def _failures(failures: Iterable[pb.FailureCount]) -> str:
     """Failed or lost attempts by reason, as a table cell: "timeout 2, lease_expired 1", or "-"."""
     return ", ".join(f"{name} {count}" for name, count in failure_counts(failures).items()) or "-"
@@ -135,60 +181,115 @@ def _failures(failures: Iterable[pb.FailureCount]) -> str:
 def cmd_compare(args: argparse.Namespace) -> int:
     plots = _plots() if args.plot else None
     with connect(args) as client:
-        a, b = client.summary(args.submission_a), client.summary(args.submission_b)
-    rows = report.compare(a, b, args.allow_incomplete)
+        episodes = not args.unpaired
+        a = client.summary(args.submission_a, include_episodes=episodes)
+        b = client.summary(args.submission_b, include_episodes=episodes)
+    comparison = report.compare(a, b, args.allow_incomplete, unpaired=args.unpaired)
     if plots is not None:
-        plots.plot_comparison(args.plot, a, b, rows)
+        plots.plot_comparison(args.plot, comparison)
     if args.json:
-        print_json(
-            {
-                "a": {"submission_id": a.submission_id, "checkpoint": a.checkpoint, "complete": a.complete},
-                "b": {"submission_id": b.submission_id, "checkpoint": b.checkpoint, "complete": b.complete},
-                "rows": [
-                    {
-                        "benchmark": row.benchmark,
-                        "task": row.task,
-                        "setting": row.setting,
-                        "manifest_hash": row.a.manifest_hash,
-                        "a": _side(row.a),
-                        "b": _side(row.b),
-                        "delta": row.delta,
-                    }
-                    for row in rows
-                ],
-            }
-        )
+        print_json(_comparison_json(comparison))
         return 0
-    table = Table(title=f"{_marked(a)} vs {_marked(b)}")
-    for column in ("benchmark", "task", "setting", _marked(a), _marked(b), "delta"):
+    method = (
+        "paired by episode (same manifests): exact McNemar test, Newcombe paired interval"
+        if comparison.paired
+        else "UNPAIRED (compared as independent samples): Fisher exact test, Newcombe hybrid score interval"
+    )
+    title = f"{_marked(a)} vs {_marked(b)}" + ("" if comparison.paired else " (UNPAIRED)")
+    lines = [f"difference = {b.submission_id} - {a.submission_id} in points, 95% CI; {method}"]
+    for group in [*comparison.by_setting(), comparison.overall()]:
+        name = f"{group.benchmark} {group.setting}" if group.setting else "overall"
+        lines.append(f"{name}: {'-' if group.difference is None else group.difference.verdict()}")
+    for side, only in ((a, comparison.only_a), (b, comparison.only_b)):
+        lines += [f"NOTE only in {side.submission_id}, not compared: {m.benchmark} {m.task} {m.setting}" for m in only]
+    table = Table(title=title, caption="\n".join(lines), caption_justify="left")
+    for column in ("benchmark", "task", "setting", _marked(a), _marked(b), "difference", "95% CI", "p", "significant"):
         table.add_column(column, justify="left" if column in ("benchmark", "task", "setting") else "right")
-    for row in rows:
-        table.add_row(
-            row.benchmark,
-            row.task,
-            row.setting,
-            _cell(row.a),
-            _cell(row.b),
-            "-" if row.delta is None else f"{100.0 * row.delta:+.1f} pts",
-        )
+    for row in comparison.rows:
+        cells = (_cell(row.a), _cell(row.b), *_difference_cells(row.difference))
+        table.add_row(row.benchmark, row.task, row.setting, *cells)
     console().print(table)
     return 0
+
+
+def _difference_cells(difference: Difference | None) -> tuple[str, str, str, str]:
+    if difference is None:
+        return ("-", "-", "-", "-")
+    interval = f"[{100.0 * difference.interval.low:+.1f}, {100.0 * difference.interval.high:+.1f}]"
+    significant = "yes" if difference.significant else "no"
+    if difference.borderline:
+        significant += " (borderline)"
+    return (f"{100.0 * difference.estimate:+.1f} pts", interval, f"{difference.p_value:.3g}", significant)
+
+
+def _comparison_json(comparison: report.Comparison) -> dict[str, Any]:
+    a, b = comparison.a, comparison.b
+    return {
+        "a": {"submission_id": a.submission_id, "checkpoint": a.checkpoint, "complete": a.complete},
+        "b": {"submission_id": b.submission_id, "checkpoint": b.checkpoint, "complete": b.complete},
+        "paired": comparison.paired,
+        "rows": [
+            {
+                "benchmark": row.benchmark,
+                "task": row.task,
+                "setting": row.setting,
+                "manifest_hash": row.a.manifest_hash,
+                "a": _side([row.a]),
+                "b": _side([row.b]),
+                "delta": row.delta,
+                "difference": _difference_json(row.difference, row.pairs.pairs if row.pairs else None),
+            }
+            for row in comparison.rows
+        ],
+        "by_setting": [_group_json(group) for group in comparison.by_setting()],
+        "overall": _group_json(comparison.overall()),
+        "only_a": [_only(m) for m in comparison.only_a],
+        "only_b": [_only(m) for m in comparison.only_b],
+    }
+
+
+def _group_json(group: report.GroupDifference) -> dict[str, Any]:
+    entry: dict[str, Any] = {"benchmark": group.benchmark, "setting": group.setting} if group.setting else {}
+    entry["a"] = _side(row.a for row in group.rows)
+    entry["b"] = _side(row.b for row in group.rows)
+    entry["difference"] = _difference_json(group.difference, group.pairs)
+    return entry
+
+
+def _difference_json(difference: Difference | None, pairs: int | None) -> dict[str, Any] | None:
+    if difference is None:
+        return None
+    return {
+        "estimate": difference.estimate,
+        "low": difference.interval.low,
+        "high": difference.interval.high,
+        "paired": difference.paired,
+        "pairs": pairs,
+        "test": difference.test,
+        "p_value": difference.p_value,
+        "significant": difference.significant,
+        "words": difference.words(),
+    }
+
+
+def _only(m: pb.ManifestSummary) -> dict[str, Any]:
+    return {"benchmark": m.benchmark, "task": m.task, "setting": m.setting, **_side([m])}
 
 
 def _marked(summary: pb.GetSummaryResponse) -> str:
     return summary.submission_id + ("" if summary.complete else " (INCOMPLETE)")
 
 
-def _side(m: pb.ManifestSummary) -> dict[str, Any]:
-    return {
-        "planned": m.episodes_planned,
-        "completed": m.episodes_completed,
-        "succeeded": m.episodes_succeeded,
-        "success_rate": success_rate(m.episodes_succeeded, m.episodes_completed),
-    }
+def _side(manifests: Iterable[pb.ManifestSummary]) -> dict[str, Any]:
+    manifests = list(manifests)
+    planned = sum(m.episodes_planned for m in manifests)
+    completed = sum(m.episodes_completed for m in manifests)
+    succeeded = sum(m.episodes_succeeded for m in manifests)
+    return {"planned": planned, "completed": completed, "succeeded": succeeded, **rate_fields(succeeded, completed)}
 
 
 def _cell(m: pb.ManifestSummary) -> str:
     rate = success_percent(m.episodes_succeeded, m.episodes_completed)
-    cell = f"{m.episodes_succeeded}/{m.episodes_completed} {rate}"
+    interval = interval_text(wilson_interval(m.episodes_succeeded, m.episodes_completed))
+    cell = f"{m.episodes_succeeded}/{m.episodes_completed} {rate} {interval}"
     return cell + (f" (of {m.episodes_planned})" if m.episodes_completed < m.episodes_planned else "")

@@ -122,8 +122,11 @@ def status(conn: sqlite3.Connection, submission_id: str) -> pb.GetStatusResponse
     return response
 
 
-def summary(conn: sqlite3.Connection, submission_id: str) -> pb.GetSummaryResponse:
-    """Aggregates results per manifest (benchmark task x setting) from the database alone."""
+def summary(conn: sqlite3.Connection, submission_id: str, include_episodes: bool = False) -> pb.GetSummaryResponse:
+    """Aggregates results per manifest (benchmark task x setting) from the database alone.
+
+    ``include_episodes`` also lists each manifest's succeeded and failed episode indices.
+    """
     sub = _require_submission(conn, submission_id)
     response = pb.GetSummaryResponse(
         submission_id=submission_id,
@@ -180,6 +183,8 @@ def summary(conn: sqlite3.Connection, submission_id: str) -> pb.GetSummaryRespon
                 failures=[pb.FailureCount(reason=failure["reason"], attempts=failure["n"]) for failure in failures],
             )
         )
+        if include_episodes:
+            _episode_outcomes(conn, submission_id, response.manifests[-1])
     response.episodes_planned = sum(m.episodes_planned for m in response.manifests)
     response.episodes_completed = sum(m.episodes_completed for m in response.manifests)
     response.episodes_succeeded = sum(m.episodes_succeeded for m in response.manifests)
@@ -192,6 +197,16 @@ def summary(conn: sqlite3.Connection, submission_id: str) -> pb.GetSummaryRespon
         )
     )
     return response
+
+
+def _episode_outcomes(conn: sqlite3.Connection, submission_id: str, manifest: pb.ManifestSummary) -> None:
+    """Fills the manifest's succeeded and failed episode indices, ascending."""
+    for row in conn.execute(
+        "SELECT episode_index, success FROM episode_results WHERE submission_id = ? AND manifest_hash = ?"
+        " ORDER BY episode_index",
+        (submission_id, manifest.manifest_hash),
+    ):
+        (manifest.succeeded_episodes if row["success"] else manifest.failed_episodes).append(row["episode_index"])
 
 
 def _remote(stored: str) -> pb.RemotePolicy | None:
