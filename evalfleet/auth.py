@@ -68,7 +68,7 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def check_exposure(host: str, has_token: bool, tls_cert: object, tls_key: object) -> None:
+def check_exposure(host: str, has_token: bool, tls_cert: str | Path | None, tls_key: str | Path | None) -> None:
     """The rule both servers start under: beyond loopback a token is required, and a TLS
     certificate comes with its key. Raises ExposureError naming the flags."""
     if not is_loopback(host) and not has_token:
