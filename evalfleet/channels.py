@@ -14,12 +14,15 @@ from pathlib import Path
 
 import grpc
 
+from evalfleet.auth import read_pem
+
 ChannelOptions = list[tuple[str, int]]
 
 
-def read_tls_ca(path: str | Path | None) -> bytes | None:
-    """The PEM bytes of a CA certificate file (`--tls-ca`), or None for a plaintext channel."""
-    return Path(path).read_bytes() if path else None
+def read_tls_ca(path: str | Path | None, flag: str = "--tls-ca") -> bytes | None:
+    """The PEM bytes of a CA certificate file (`--tls-ca`), or None for a plaintext channel;
+    a missing or non-PEM file is a CredentialError naming ``flag``."""
+    return read_pem(path, flag) if path else None
 
 
 def channel_options(max_message_bytes: int, *, max_reconnect_backoff_ms: int | None = None) -> ChannelOptions:

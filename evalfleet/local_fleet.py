@@ -17,14 +17,15 @@ from pathlib import Path
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from evalfleet.channels import open_channel
 from evalfleet.processes import ADDRESS_LINE, ServiceProcess
 
 WORKER_LINE = re.compile(r"renderer-worker (\S+) started")
 
 
-def wait_serving(address: str, timeout: float = 60.0, service: str = "") -> None:
-    """Blocks until the server's health service answers SERVING."""
-    with grpc.insecure_channel(address) as channel:
+def wait_serving(address: str, timeout: float = 60.0, service: str = "", tls_ca: bytes | None = None) -> None:
+    """Blocks until the server's health service answers SERVING (over TLS verified by `tls_ca` when given)."""
+    with open_channel(address, [], tls_ca) as channel:
         grpc.channel_ready_future(channel).result(timeout=timeout)
         stub = health_pb2_grpc.HealthStub(channel)
         for response in stub.Watch(health_pb2.HealthCheckRequest(service=service), timeout=timeout):

@@ -18,6 +18,11 @@ class PortTaken(OSError):
     """The address cannot be bound: another process listens there, or the host is not this machine's."""
 
 
+def tls_credentials(cert: bytes | None, key: bytes | None) -> grpc.ServerCredentials | None:
+    """The server side of TLS from a PEM certificate (chain) and its key; None (plaintext) unless both."""
+    return grpc.ssl_server_credentials([(key, cert)]) if cert and key else None
+
+
 def bind(server: grpc.aio.Server, address: str, credentials: grpc.ServerCredentials | None = None) -> int:
     """Adds a listening port (TLS with `credentials`, else plaintext); returns the bound port number
     (the free one picked for port 0). PortTaken names the address and why."""

@@ -10,7 +10,6 @@ the reason and the field.
 from __future__ import annotations
 
 import asyncio
-import hmac
 import logging
 import time
 import uuid
@@ -24,7 +23,7 @@ from google.protobuf.message import DecodeError
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from evalfleet.metadata import text_value
+from evalfleet.auth import BearerTokenInterceptor
 from evalfleet.policy_api import identity, tensors
 from evalfleet.policy_api.errors import (
     INSTANCE_KEY,
@@ -107,16 +106,6 @@ class PolicyService(policy_pb2_grpc.PolicyServicer):
 
     # -- helpers ---------------------------------------------------------------------------------
 
-    def _authorize(self, context: grpc.aio.ServicerContext[Any, Any]) -> None:
-        if self.config.token is None:
-            return
-        header = text_value(context.invocation_metadata(), "authorization")
-        scheme, _, presented = header.partition(" ")
-        if not header:
-            raise BadToken("missing bearer token", field="metadata.authorization")
-        if scheme.lower() != "bearer" or not hmac.compare_digest(presented.encode(), self.config.token.encode()):
-            raise BadToken("wrong bearer token", field="metadata.authorization")
-
     def _ready(self) -> tuple[Loaded, Batcher]:
         if self.loaded is None or self.batcher is None:
             raise NotServing("the checkpoint is not loaded and warmed yet", field="")
@@ -148,7 +137,6 @@ class PolicyService(policy_pb2_grpc.PolicyServicer):
         context: grpc.aio.ServicerContext[policy_pb2.GetIdentityRequest, policy_pb2.GetIdentityResponse],
     ) -> policy_pb2.GetIdentityResponse:
         try:
-            self._authorize(context)
             loaded, batcher = self._ready()
         except PolicyError as error:
             await self._abort(context, error)
@@ -177,7 +165,6 @@ class PolicyService(policy_pb2_grpc.PolicyServicer):
         await context.send_initial_metadata(((INSTANCE_KEY, self.instance_id),))
         session: sessions.Session | None = None
         try:
-            self._authorize(context)
             loaded, batcher = self._ready()
             first = await _read(context)
             if first is None:
@@ -337,10 +324,18 @@ KEEPALIVE_OPTIONS = (
 
 
 def build_server(service: PolicyService) -> tuple[grpc.aio.Server, health.aio.HealthServicer]:
-    """An aio server with the Policy service, health (NOT_SERVING for now) and reflection."""
+    """An aio server with the Policy service, health (NOT_SERVING for now) and reflection; with a
+    token, every call but health's must carry it (the scheduler's rule, `evalfleet.auth`)."""
     limit = service.config.max_message_bytes
+    interceptors: list[grpc.aio.ServerInterceptor] = []
+    if service.config.token is not None:
+        # The refusal is a typed BadToken for the policy clients: reason, field and instance ride along.
+        refusal = BadToken("", field="metadata.authorization").trailing_metadata()
+        refusal += ((INSTANCE_KEY, service.instance_id),)
+        interceptors.append(BearerTokenInterceptor(service.config.token, refusal))
+    interceptors.append(MalformedRequestInterceptor())
     server = grpc.aio.server(
-        interceptors=[MalformedRequestInterceptor()],
+        interceptors=interceptors,
         options=[
             ("grpc.max_receive_message_length", limit),
             ("grpc.max_send_message_length", limit),

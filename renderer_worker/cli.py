@@ -1,6 +1,11 @@
 """`renderer-worker`: one per render GPU (or CPU), any number of machines.
 
 renderer-worker --scheduler H:50051 --policy H:9340 --gpu-uuid GPU-... --routes libero
+
+One `--token-file` for both kinds of server (the fleet shares one token), but a CA for each:
+`--tls-ca` verifies the scheduler, `--policy-tls-ca` the inference servers, so a TLS scheduler
+reached across sites works beside inference servers on a private network or on this host's
+loopback. Give both flags the same file when one CA signed both.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from evalfleet.auth import TokenError, read_token
+from evalfleet.auth import CredentialError, read_token
 from evalfleet.channels import read_tls_ca
 from evalfleet.scheduler_api.client import SchedulerClient, default_address
 from evalfleet.scheduler_api.errors import SchedulerError
@@ -52,6 +57,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="bearer token for the scheduler and the policy servers",
     )
     parser.add_argument("--tls-ca", type=Path, help="CA certificate of a TLS scheduler")
+    parser.add_argument(
+        "--policy-tls-ca", type=Path, help="CA certificate of TLS inference servers (every --policy speaks TLS)"
+    )
     parser.add_argument("--poll-seconds", type=float, default=1.0, help="wait between empty claims")
     parser.add_argument("--episode-timeout", type=float, default=3600.0, help="seconds before an episode is killed")
     parser.add_argument(
@@ -111,12 +119,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise ValueError("--routes names no route")
         device = _render_device(args.gpu_uuid, routes)
         token = read_token(args.token_file) if args.token_file else None
+        scheduler_ca = read_tls_ca(args.tls_ca)
+        policy_ca = read_tls_ca(args.policy_tls_ca, "--policy-tls-ca")
         adapter_options = parse_adapter_options(args.adapter_option)
         if args.concurrency < 1:
             raise ValueError("--concurrency must be >= 1")
         if not args.policy_timeout > 0:
             raise ValueError("--policy-timeout must be > 0")
-    except (render_device.DeviceError, TokenError, ValueError) as exc:
+    except (render_device.DeviceError, CredentialError, ValueError) as exc:
         print(f"renderer-worker: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     device.apply()
@@ -135,8 +145,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         adapter_options=adapter_options,
         versions=_versions(device),
     )
-    scheduler = SchedulerClient(args.scheduler, token, tls_ca=read_tls_ca(args.tls_ca))
-    worker = Worker(config, scheduler, PolicyEndpoints(args.policy, token), token)
+    scheduler = SchedulerClient(args.scheduler, token, tls_ca=scheduler_ca)
+    policies = PolicyEndpoints(args.policy, token, tls_ca=policy_ca)
+    worker = Worker(config, scheduler, policies, token, policy_tls_ca=policy_ca)
     worker.install_signal_handlers()
     print(
         f"renderer-worker {worker_id} started (routes {','.join(routes)}, concurrency {args.concurrency})", flush=True

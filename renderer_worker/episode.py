@@ -56,8 +56,11 @@ class EpisodeOutcome:
     info: dict[str, Any] = field(default_factory=dict)
 
 
-def run_episode(job: EpisodeJob, adapter: Benchmark, manifest: Manifest, token: str | None = None) -> EpisodeOutcome:
-    """Runs one episode to its end; raises EpisodeFailure for anything but a policy result."""
+def run_episode(
+    job: EpisodeJob, adapter: Benchmark, manifest: Manifest, token: str | None = None, tls_ca: bytes | None = None
+) -> EpisodeOutcome:
+    """Runs one episode to its end; raises EpisodeFailure for anything but a policy result. ``token``
+    and ``tls_ca`` reach the policy server as the worker's own probes do."""
     started = time.monotonic()
     entry = manifest.episodes[job.index] if 0 <= job.index < len(manifest) else {}
     with ExitStack() as stack:
@@ -66,7 +69,9 @@ def run_episode(job: EpisodeJob, adapter: Benchmark, manifest: Manifest, token: 
             episode = adapter.open_episode(manifest, job.index)
             stack.callback(episode.close)
             observation = episode.reset()
-            client = stack.enter_context(PolicyClient(job.policy_address, token, timeout_s=job.policy_timeout_s))
+            client = stack.enter_context(
+                PolicyClient(job.policy_address, token, timeout_s=job.policy_timeout_s, tls_ca=tls_ca)
+            )
             meta = policy_pb2.EpisodeMeta(
                 benchmark=manifest.benchmark,
                 task=manifest.task,

@@ -57,11 +57,20 @@ class Endpoint:
 
 
 class PolicyEndpoints:
-    def __init__(self, addresses: Sequence[str], token: str | None = None, timeout_s: float = 3.0) -> None:
+    def __init__(
+        self,
+        addresses: Sequence[str],
+        token: str | None = None,
+        timeout_s: float = 3.0,
+        *,
+        tls_ca: bytes | None = None,
+    ) -> None:
         if not addresses:
             raise ValueError("at least one --policy endpoint is required")
         self._endpoints = {address: Endpoint(address) for address in dict.fromkeys(addresses)}
-        self._clients = {address: PolicyClient(address, token, timeout_s=timeout_s) for address in self._endpoints}
+        self._clients = {
+            address: PolicyClient(address, token, timeout_s=timeout_s, tls_ca=tls_ca) for address in self._endpoints
+        }
         self._opened_since_refresh = dict.fromkeys(self._endpoints, 0)
         self._lock = threading.Lock()
         self._probes = ThreadPoolExecutor(max_workers=len(self._endpoints), thread_name_prefix="policy-probe")

@@ -56,11 +56,15 @@ class EpisodeRunner:
         events: queue.Queue[Any],
         adapter_options: Mapping[str, Mapping[str, Any]],
         token: str | None,
+        policy_tls_ca: bytes | None = None,
     ) -> None:
         self.slot = slot
         self._events = events
         self._adapter_options = {name: dict(options) for name, options in adapter_options.items()}
+        # The episode process opens its own PolicyClient: these reach it as process arguments (not
+        # in the EpisodeJob, which the episode log records).
         self._token = token
+        self._policy_tls_ca = policy_tls_ca
         self._process: multiprocessing.process.BaseProcess | None = None
         self._conn: multiprocessing.connection.Connection | None = None
         self.job: EpisodeJob | None = None
@@ -105,7 +109,7 @@ class EpisodeRunner:
         parent, child = _CONTEXT.Pipe()
         process = _CONTEXT.Process(
             target=_episode_process,
-            args=(child, self._adapter_options, self._token),
+            args=(child, self._adapter_options, self._token, self._policy_tls_ca),
             name=f"episode-{self.slot}",
             daemon=True,
         )
@@ -144,6 +148,7 @@ def _episode_process(
     conn: multiprocessing.connection.Connection,
     adapter_options: Mapping[str, Mapping[str, Any]],
     token: str | None,
+    policy_tls_ca: bytes | None,
 ) -> None:
     """The child: runs jobs until told to stop; signals are the worker's to handle, not ours."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -156,7 +161,7 @@ def _episode_process(
             try:
                 manifest = _manifest(body, job.manifest_hash)
                 adapter = _adapter(adapters, manifest.benchmark, adapter_options)
-                conn.send(("ok", run_episode(job, adapter, manifest, token)))
+                conn.send(("ok", run_episode(job, adapter, manifest, token, policy_tls_ca)))
             except EpisodeFailure as failure:
                 conn.send(("failed", (failure.reason, failure.message)))
     except EOFError:

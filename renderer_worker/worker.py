@@ -87,13 +87,16 @@ class Worker:
         scheduler: SchedulerClient,
         policies: PolicyEndpoints,
         token: str | None = None,
+        *,
+        policy_tls_ca: bytes | None = None,
     ) -> None:
         self.config = config
         self._scheduler = scheduler
         self._policies = policies
         self._events: queue.Queue[Any] = queue.Queue()
         self._runners = [
-            EpisodeRunner(slot, self._events, config.adapter_options, token) for slot in range(config.concurrency)
+            EpisodeRunner(slot, self._events, config.adapter_options, token, policy_tls_ca)
+            for slot in range(config.concurrency)
         ]
         self._tasks: dict[str, HeldTask] = {}
         self._manifests: dict[str, Manifest] = {}

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ipaddress
 import logging
 import signal
 import ssl
@@ -23,7 +22,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from evalfleet.auth import BearerTokenInterceptor
-from evalfleet.ports import bind
+from evalfleet.ports import bind, tls_credentials
 from evalfleet.scheduler_api.limits import MESSAGE_LIMIT
 from evalfleet.v1 import scheduler_pb2, scheduler_pb2_grpc
 from evalfleet.wire import MalformedRequestInterceptor
@@ -51,15 +50,6 @@ class ServeConfig:
     tls_key: bytes | None = None
     # The dashboard, its JSON API and /metrics over HTTP on the same host; None: off.
     http_port: int | None = None
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 class SchedulerServer:
@@ -97,11 +87,7 @@ class SchedulerServer:
 
     async def start(self) -> int:
         address = f"{self.config.host}:{self.config.port}"
-        if self.config.tls_cert and self.config.tls_key:
-            credentials = grpc.ssl_server_credentials([(self.config.tls_key, self.config.tls_cert)])
-            self.port = bind(self.server, address, credentials)
-        else:
-            self.port = bind(self.server, address)
+        self.port = bind(self.server, address, tls_credentials(self.config.tls_cert, self.config.tls_key))
         self.writer.start()
         renewed = await self.service.renew_held_leases()
         if renewed:

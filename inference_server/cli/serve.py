@@ -5,6 +5,10 @@ does, printing the identity record) before any port is open, so a wrong `--epoch
 tampered file or a backend that refuses its settings exits 2 with one line on stderr and nothing
 listening. Then open the port NOT_SERVING, load and warm the model on a worker thread, and only
 then report SERVING; a load that fails closes the port and exits 1 with one line.
+
+Security is the scheduler's rule (`evalfleet.auth`): a `--host` beyond loopback needs
+`--token-file`; `--tls-cert/--tls-key` serve TLS; health stays open, everything else (reflection
+included) needs the token. Flags that break the rule exit 2 before the checkpoint is even read.
 """
 
 from __future__ import annotations
@@ -15,12 +19,13 @@ import logging
 import signal
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from evalfleet.allocator import keep_large_buffers
-from evalfleet.auth import read_token
+from evalfleet.auth import check_exposure, read_pem, read_token
 from evalfleet.policy_api import identity
-from evalfleet.ports import bind
+from evalfleet.ports import bind, tls_credentials
 from inference_server.backends import BackendError
 from inference_server.checkpoint import CheckpointError
 from inference_server.checkpoint import load as load_checkpoint
@@ -57,7 +62,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--max-sessions", type=int, default=256)
     parser.add_argument("--session-idle-seconds", type=float, default=300.0)
     parser.add_argument("--max-message-bytes", type=int, default=64 * 1024 * 1024)
-    parser.add_argument("--token-file", type=Path, help="file holding the bearer token clients must send")
+    parser.add_argument(
+        "--token-file", type=Path, help="file holding the bearer token clients must send (needed beyond loopback)"
+    )
+    parser.add_argument("--tls-cert", type=Path, help="serve TLS with this PEM certificate (chain); needs --tls-key")
+    parser.add_argument("--tls-key", type=Path, help="the PEM private key of --tls-cert")
     parser.add_argument(
         "--metrics-port",
         type=int,
@@ -82,19 +91,41 @@ def describe_epoch(args: argparse.Namespace) -> Described:
     return describe(checkpoint, args.backend or checkpoint.backend, runtime_options(args))
 
 
-async def serve(args: argparse.Namespace, described: Described) -> None:
+@dataclass(frozen=True)
+class Security:
+    """The bearer token and TLS certificate and key, read and checked before anything else."""
+
+    token: str | None
+    tls_cert: bytes | None
+    tls_key: bytes | None
+
+
+def read_security(args: argparse.Namespace) -> Security:
+    """The token and TLS files; ExposureError or CredentialError (ValueErrors: one line, exit 2)
+    for a non-loopback host without a token, half a TLS pair, or a file that cannot be read."""
+    token = read_token(args.token_file) if args.token_file else None
+    check_exposure(args.host, token is not None, args.tls_cert, args.tls_key)
+    return Security(
+        token=token,
+        tls_cert=read_pem(args.tls_cert, "--tls-cert") if args.tls_cert else None,
+        tls_key=read_pem(args.tls_key, "--tls-key") if args.tls_key else None,
+    )
+
+
+async def serve(args: argparse.Namespace, described: Described, security: Security) -> None:
     config = ServerConfig(
         max_batch=args.max_batch,
         batch_timeout_s=args.batch_timeout_ms / 1000.0,
         max_sessions=args.max_sessions,
         session_idle_seconds=args.session_idle_seconds,
-        token=read_token(args.token_file) if args.token_file else None,
+        token=security.token,
         max_message_bytes=args.max_message_bytes,
     )
     service = PolicyService(config)
     server, health_servicer = build_server(service)
     await set_serving(health_servicer, False)
-    port = bind(server, f"{args.host}:{args.port}")  # PortTaken is an OSError: one line, exit 2
+    # PortTaken is an OSError: one line, exit 2
+    port = bind(server, f"{args.host}:{args.port}", tls_credentials(security.tls_cert, security.tls_key))
     address = f"{args.host}:{port}"  # with --port 0, the free port that was bound
     await server.start()
     tasks: list[asyncio.Task[None]] = []
@@ -146,11 +177,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     keep_large_buffers()
     try:
+        security = read_security(args)
         described = describe_epoch(args)
         if args.dry_run:
             print(identity.to_json(described.record))
             return 0
-        asyncio.run(serve(args, described))
+        asyncio.run(serve(args, described, security))
     except (CheckpointError, BackendError, ValueError, OSError) as exc:
         print(f"inference-server: {one_line(exc)}", file=sys.stderr)
         return EXIT_BAD_INPUT

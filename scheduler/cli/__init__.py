@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 import grpc
 
-from evalfleet.auth import TokenError
+from evalfleet.auth import CredentialError
 from evalfleet.scheduler_api.errors import SchedulerError
 from manifests import format as manifest_format
 from scheduler.cli import manifests, operate, results, serve
@@ -44,7 +44,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         return args.func(args) or 0
-    except (UsageError, TokenError, manifest_format.ManifestError) as exc:
+    except (UsageError, CredentialError, manifest_format.ManifestError) as exc:
         print(f"scheduler: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except SchedulerError as exc:

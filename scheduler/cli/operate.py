@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from rich.table import Table
 
 from evalfleet.auth import read_token
+from evalfleet.channels import read_tls_ca
 from evalfleet.scheduler_api import client as client_module
 from evalfleet.scheduler_api.vocabulary import TASK_STATE_NAMES, failure_reason_name, success_percent, task_state_name
 from evalfleet.v1 import scheduler_pb2 as pb
@@ -49,7 +50,10 @@ def add_submission_commands(commands: Subcommands) -> None:
     submit.add_argument(
         "--policy-server",
         metavar="HOST:PORT",
-        help="resolve --checkpoint from this inference server's identity, once, now",
+        help="resolve --checkpoint from this inference server's identity, once, now (same --token-file)",
+    )
+    submit.add_argument(
+        "--policy-tls-ca", type=Path, help="CA certificate of a TLS --policy-server (--tls-ca is the scheduler's)"
     )
     submit.add_argument("--label", action="append", default=[], metavar="KEY=VALUE")
     submit.add_argument(
@@ -115,7 +119,10 @@ def cmd_submit(args: argparse.Namespace) -> int:
         raise UsageError(f"--execute-steps {args.execute_steps} must be >= 0 (0: the whole chunk)")
     checkpoint = args.checkpoint
     if args.policy_server:
-        checkpoint = _resolve_checkpoint(args.policy_server, args.checkpoint, args.token_file, args.execute_steps)
+        tls_ca = read_tls_ca(args.policy_tls_ca, "--policy-tls-ca")
+        checkpoint = _resolve_checkpoint(
+            args.policy_server, args.checkpoint, args.token_file, tls_ca, args.execute_steps
+        )
         labels.setdefault("policy_server", args.policy_server)
     with connect(args) as client:
         response = client.submit(
@@ -140,7 +147,9 @@ def cmd_submit(args: argparse.Namespace) -> int:
     return 0
 
 
-def _resolve_checkpoint(address: str, stated: str, token_file: Path | None, execute_steps: int | None) -> str:
+def _resolve_checkpoint(
+    address: str, stated: str, token_file: Path | None, tls_ca: bytes | None, execute_steps: int | None
+) -> str:
     """The identity digest the inference server at ``address`` serves (it must match ``stated``,
     and its chunks must hold ``execute_steps`` actions)."""
     from evalfleet.policy_api.client import PolicyClient
@@ -148,7 +157,7 @@ def _resolve_checkpoint(address: str, stated: str, token_file: Path | None, exec
 
     token = read_token(token_file) if token_file else None
     try:
-        with PolicyClient(address, token, timeout_s=30) as policy:
+        with PolicyClient(address, token, timeout_s=30, tls_ca=tls_ca) as policy:
             identity = policy.identity()
     except PolicyError as exc:
         raise UsageError(f"--policy-server {address}: {exc}") from None

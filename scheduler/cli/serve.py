@@ -11,7 +11,7 @@ import asyncio
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from evalfleet.auth import read_token
+from evalfleet.auth import ExposureError, check_exposure, read_pem, read_token
 from scheduler.cli.common import UsageError
 
 if TYPE_CHECKING:
@@ -44,14 +44,14 @@ def add_commands(commands: Subcommands) -> None:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     from evalfleet.ports import PortTaken, check_free
-    from scheduler.server import ServeConfig, is_loopback, serve
+    from scheduler.server import ServeConfig, serve
     from scheduler.store.schema import SchemaVersionError
 
     token = read_token(args.token_file) if args.token_file else None
-    if not is_loopback(args.host) and token is None:
-        raise UsageError(f"--host {args.host} is beyond loopback: --token-file is required")
-    if bool(args.tls_cert) != bool(args.tls_key):
-        raise UsageError("--tls-cert and --tls-key go together")
+    try:
+        check_exposure(args.host, token is not None, args.tls_cert, args.tls_key)
+    except ExposureError as exc:
+        raise UsageError(str(exc)) from None
     if args.lease_seconds <= 0:
         raise UsageError("--lease-seconds must be > 0")
     if args.http_port is not None and not 0 <= args.http_port <= 65535:
@@ -67,8 +67,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         lease_seconds=args.lease_seconds,
         synchronous=args.synchronous.upper(),
         token=token,
-        tls_cert=args.tls_cert.read_bytes() if args.tls_cert else None,
-        tls_key=args.tls_key.read_bytes() if args.tls_key else None,
+        tls_cert=read_pem(args.tls_cert, "--tls-cert") if args.tls_cert else None,
+        tls_key=read_pem(args.tls_key, "--tls-key") if args.tls_key else None,
         http_port=args.http_port,
     )
     try:
