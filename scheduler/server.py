@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import logging
 import signal
+import sqlite3
 import ssl
 import sys
 import tempfile
@@ -31,7 +32,7 @@ from scheduler.operations import Operations
 from scheduler.readers import Readers
 from scheduler.service import SchedulerService
 from scheduler.store import schema
-from scheduler.writer import GroupCommitWriter
+from scheduler.writer import GroupCommitWriter, StorageFull, is_disk_full
 
 log = logging.getLogger(__name__)
 
@@ -116,18 +117,35 @@ class SchedulerServer:
         return self.port
 
     async def _reap_forever(self) -> None:
-        """Reclaims expired leases, and checkpoints the WAL, on one timer."""
+        """Reclaims expired leases, and checkpoints the WAL, on one timer.
+
+        Each goes on while the other fails. On a full disk the reaping is refused like every write
+        (the writer logs it once), and the checkpoint fails while the database file cannot grow;
+        once there is room the next checkpoint empties the WAL, and the writer reuses its space.
+        """
         interval = min(1.0, self.config.lease_seconds / 4)
+        checkpoint_waits = False
         while True:
             await asyncio.sleep(interval)
             try:
                 expired = await self.service.reap_expired()
-                await self.readers.checkpoint_wal()
+            except StorageFull:
+                expired = []
             except Exception:
                 log.exception("lease reaper failed; retrying")
-                continue
+                expired = []
             if expired:
                 log.info("lease expired: %s", ", ".join(expired))
+            try:
+                await self.readers.checkpoint_wal()
+            except sqlite3.Error as exc:
+                if not is_disk_full(exc):
+                    log.exception("WAL checkpoint failed; retrying")
+                elif not checkpoint_waits:
+                    log.warning("the WAL checkpoint waits for room on the disk of %s", self.config.db_path)
+                checkpoint_waits = is_disk_full(exc)
+            else:
+                checkpoint_waits = False
 
     async def stop(self, grace: float = 5.0) -> None:
         await self.health.enter_graceful_shutdown()
