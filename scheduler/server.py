@@ -58,8 +58,7 @@ class SchedulerServer:
 
     def __init__(self, config: ServeConfig) -> None:
         self.config = config
-        conn = schema.connect(config.db_path, synchronous=config.synchronous)
-        schema.initialize(conn)
+        conn = schema.open_database(config.db_path, synchronous=config.synchronous)
         self.writer = GroupCommitWriter(conn)
         self.readers = Readers(config.db_path)
         self.operations = Operations(self.writer)
