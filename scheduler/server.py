@@ -118,21 +118,28 @@ class SchedulerServer:
     async def _reap_forever(self) -> None:
         """Reclaims expired leases, and checkpoints the WAL, on one timer.
 
-        Each goes on while the other fails. On a full disk the reaping is refused like every write
-        (the writer logs it once), and the checkpoint fails while the database file cannot grow;
-        once there is room the next checkpoint empties the WAL, and the writer reuses its space.
+        Each goes on while the other fails. On a full disk reaping is refused like every write (the
+        writer logs it once), heartbeats too, so the first reaping after it renews the held leases
+        first, as a restart does: the outage costs the workers no attempt. The checkpoint fails
+        while the database file cannot grow; once there is room it empties the WAL, whose space
+        the writer then reuses.
         """
         interval = min(1.0, self.config.lease_seconds / 4)
-        checkpoint_waits = False
+        reaping_refused = checkpoint_waits = False
         while True:
             await asyncio.sleep(interval)
             try:
+                if reaping_refused:
+                    renewed = await self.service.renew_held_leases()
+                    log.info("renewed %d lease(s) held while the disk was full", len(renewed))
                 expired = await self.service.reap_expired()
             except StorageFull:
-                expired = []
+                reaping_refused, expired = True, []
             except Exception:
                 log.exception("lease reaper failed; retrying")
                 expired = []
+            else:
+                reaping_refused = False
             if expired:
                 log.info("lease expired: %s", ", ".join(expired))
             try:

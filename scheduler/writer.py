@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 
 import grpc
 
-from evalfleet.scheduler_api.errors import SchedulerError
+from evalfleet.scheduler_api.errors import Kind, SchedulerError
 
 log = logging.getLogger(__name__)
 
@@ -40,9 +40,15 @@ SQLITE_FULL = 13
 
 class StorageFull(SchedulerError):
     """The disk under the database is full: the write was not made. It may be sent again once there
-    is room (the scheduler needs no restart)."""
+    is room (the scheduler needs no restart).
+
+    RESOURCE_EXHAUSTED is gRPC's code for a full file system; the error kind is UNAVAILABLE, so that
+    clients (``evalfleet.scheduler_api.errors.from_rpc_error``) raise ``Unavailable`` and retry the
+    write as through any outage of the scheduler, rather than give up as on a refusal.
+    """
 
     code = grpc.StatusCode.RESOURCE_EXHAUSTED
+    kind = Kind.ERROR_KIND_UNAVAILABLE
 
 
 def is_disk_full(exc: BaseException) -> bool:
@@ -104,6 +110,7 @@ class GroupCommitWriter:
 
     def _commit(self, group: list[_Pending]) -> None:
         outcomes: list[tuple[bool, object]] = []
+        changes = self._conn.total_changes
         try:
             self._conn.execute("BEGIN IMMEDIATE")
             if len(group) == 1:
@@ -116,7 +123,8 @@ class GroupCommitWriter:
             self._rollback()
             outcomes = [(False, self._failed(exc, len(group)))] * len(group)
         else:
-            if self._full:
+            # A commit that changed nothing wrote nothing, so it says nothing about the disk.
+            if self._full and self._conn.total_changes > changes:
                 self._full = False
                 log.warning("the database %s takes writes again: the disk has room", self._db_path)
         self.commits += 1

@@ -1,10 +1,13 @@
 """The scheduler's database on a disk that fills up while workers report to it.
 
-A real scheduler serves from a small filesystem of its own (tests/small_disk.py) while four
-clients claim, report and complete tasks as workers do; a ballast file then takes every free byte.
-Writes must be refused with RESOURCE_EXHAUSTED naming the database file, reads must go on, every
-acknowledged result must survive a kill -9 and restart, SQLite's integrity check must pass, and the
-same scheduler process must take writes again once the ballast is deleted.
+A real scheduler serves from a small filesystem of its own (tests/small_disk.py) while a real
+renderer worker runs synthetic episodes and four clients claim, report and complete tasks as fast
+as they can; a ballast file then takes every free byte, and stays until the held leases are past
+their deadline. Writes must be refused with RESOURCE_EXHAUSTED naming the database file (of kind
+UNAVAILABLE, so clients retry), reads must go on, the worker must ride it out, the leases held
+through the outage must be renewed rather than reaped, every acknowledged result must survive a
+kill -9 and restart, SQLite's integrity check must pass, and the same scheduler process must take
+writes again once the ballast is deleted.
 """
 
 from __future__ import annotations
@@ -18,11 +21,13 @@ from typing import TypeVar
 
 import grpc
 import pytest
-from procs import wait_until
+from procs import cli, wait_until
 from small_disk import fill, require_small_disk
 
 from benchmarks.synthetic.manifest import build_synthetic
-from evalfleet.scheduler_api.errors import SchedulerError
+from evalfleet.scheduler_api.client import selector
+from evalfleet.scheduler_api.errors import SchedulerError, Unavailable
+from manifests.format import write
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -30,16 +35,31 @@ T = TypeVar("T")
 CLIENTS = 4
 EPISODES = 240
 PAD = "x" * 8000  # each result carries 8 kB, so the WAL must grow to take it
+LEASE_SECONDS = 5
 
 
-def test_a_full_disk_refuses_writes_loses_nothing_and_the_scheduler_resumes_by_itself(start_scheduler, tmp_path):
+def test_a_full_disk_refuses_writes_loses_nothing_and_the_scheduler_resumes_by_itself(
+    start_scheduler, start_policy, start_worker, tmp_path
+):
     with require_small_disk(tmp_path / "disk", 12) as disk:
         db = disk / "scheduler.sqlite"
-        scheduler = start_scheduler("--lease-seconds", "60", db=db)
+        scheduler = start_scheduler("--lease-seconds", str(LEASE_SECONDS), db=db)
         client = scheduler.client()
-        manifest = build_synthetic(EPISODES, seed=11)
-        client.submit([manifest], "synthetic", batch_size=4, submission_id="full")
         pid = scheduler.pid
+
+        # A real worker on a submission of its own (its checkpoint keeps the clients off it).
+        policy = start_policy("syn")
+        worked = build_synthetic(40, seed=12, mean_seconds=1.0)
+        run = cli(
+            "submit", "--server", scheduler.address, "--route", "synthetic", "--batch-size", "2",
+            "--policy-server", policy.address, "--submission-id", "worker",
+            "--manifest", str(write(worked, tmp_path)),
+        )  # fmt: skip
+        assert run.returncode == 0, run.stderr
+        worker = start_worker(
+            scheduler.address, [policy.address], "--concurrency", "2", "--adapter-option", "synthetic.time_scale=0.2"
+        )
+        client.submit([build_synthetic(EPISODES, seed=11)], "synthetic", batch_size=4, submission_id="full")
 
         lock = threading.Lock()
         acknowledged: set[tuple[str, int]] = set()
@@ -65,7 +85,7 @@ def test_a_full_disk_refuses_writes_loses_nothing_and_the_scheduler_resumes_by_i
         def work(name: str) -> None:
             try:
                 with scheduler.client() as mine:
-                    while (lease := retried(lambda: mine.claim(name, ["synthetic"]))) is not None:
+                    while (lease := retried(functools.partial(mine.claim, name, ["synthetic"]))) is not None:
                         for index in lease.episodes:
                             retried(functools.partial(mine.report_episode, lease, index, True, info={"pad": PAD}))
                             with lock:
@@ -75,6 +95,10 @@ def test_a_full_disk_refuses_writes_loses_nothing_and_the_scheduler_resumes_by_i
                 errors.append(exc)
                 full.set()
 
+        def worker_done() -> int:
+            return client.summary("worker").episodes_completed
+
+        wait_until(lambda: worker_done() >= 4, 120, "the worker reporting")
         threads = [threading.Thread(target=work, args=(f"w{i}",)) for i in range(CLIENTS)]
         for thread in threads:
             thread.start()
@@ -84,12 +108,18 @@ def test_a_full_disk_refuses_writes_loses_nothing_and_the_scheduler_resumes_by_i
         assert not errors, errors
 
         refusal = refusals[0]
+        assert isinstance(refusal, Unavailable), "a client retries it as it would an outage"
         assert str(db) in str(refusal) and "out of disk space" in str(refusal)
         assert client.status("full").tasks.total == EPISODES // 4, "reads go on while writes are refused"
-        before_free = len(acknowledged)
         # The WAL cannot be emptied into a database file that cannot grow: the checkpoint waits too.
         waits = f"the WAL checkpoint waits for room on the disk of {db}"
         wait_until(lambda: waits in scheduler.log_path.read_text(), 30, "a checkpoint tried on the full disk")
+        # Heartbeats are refused too: hold the disk full until every held lease is past its deadline.
+        held = client.tasks(selector(states=["leased"])).tasks
+        assert held, "leases are held through the outage"
+        deadline = max(task.lease_deadline for task in held)
+        wait_until(lambda: time.time() > deadline + 1, LEASE_SECONDS + 30, "the held leases past their deadline")
+        before_free = len(acknowledged)
 
         ballast.unlink()
         freed.set()
@@ -99,18 +129,28 @@ def test_a_full_disk_refuses_writes_loses_nothing_and_the_scheduler_resumes_by_i
         assert scheduler.pid == pid and scheduler.running, "the same scheduler process resumed"
         assert len(acknowledged) == EPISODES and before_free < EPISODES
         assert client.status("full").tasks.succeeded == EPISODES // 4
+        wait_until(lambda: client.status("worker").tasks.succeeded == 20, 120, "the worker's submission done")
+        assert worker.running, "the worker rode the outage out"
+        assert "database" in worker.log_path.read_text(), "the worker saw the refusal"
 
         log = scheduler.log_path.read_text()
         assert f"the database {db} refuses writes" in log
         assert f"the database {db} takes writes again" in log
+        assert "held while the disk was full" in log
+        assert "lease expired" not in log, "the outage cost no lease"
         assert "Traceback" not in log
 
         scheduler.kill()
         with sqlite3.connect(db) as conn:
             assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
             stored = set(conn.execute("SELECT task_id, episode_index FROM episode_results").fetchall())
+            lost = conn.execute("SELECT count(*) FROM attempts WHERE outcome != 'succeeded'").fetchone()[0]
+        conn.close()
         assert acknowledged <= stored
+        assert lost == 0, "no attempt was spent on the outage"
         scheduler.restart()
-        (summary,) = scheduler.client().summary("full").manifests
+        restarted = scheduler.client()
+        (summary,) = restarted.summary("full").manifests
         assert summary.episodes_completed == EPISODES
+        assert restarted.summary("worker").episodes_completed == 40
         scheduler.kill()
