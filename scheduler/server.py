@@ -127,7 +127,10 @@ class SchedulerServer:
         interval = min(1.0, self.config.lease_seconds / 4)
         reaping_refused = checkpoint_waits = False
         while True:
-            await asyncio.sleep(interval)
+            # While the checkpoint waits for room, it is retried often: once there is room, every
+            # write appends to the WAL until a checkpoint lets it start over, and a burst of retried
+            # writes could fill the room again first.
+            await asyncio.sleep(min(interval, 0.1) if checkpoint_waits else interval)
             try:
                 if reaping_refused:
                     renewed = await self.service.renew_held_leases()

@@ -33,19 +33,22 @@ def _run(*argv: str) -> str | None:
 def small_disk(mountpoint: Path, size_mib: int) -> Iterator[Path]:
     """A filesystem of ``size_mib`` MiB mounted at ``mountpoint`` for the block; ``MountError`` if none can be."""
     mountpoint.mkdir(parents=True, exist_ok=True)
+    image = mountpoint.with_name(f"{mountpoint.name}.img")
     tmpfs = _run("mount", "-t", "tmpfs", "-o", f"size={size_mib}m", "tmpfs", str(mountpoint))
-    loop = None
     if tmpfs is not None:
-        image = mountpoint.with_name(f"{mountpoint.name}.img")
         with image.open("wb") as handle:
             handle.truncate(size_mib * 1024 * 1024)
         loop = _run("mkfs.ext4", "-q", "-F", str(image)) or _run("mount", "-o", "loop", str(image), str(mountpoint))
         if loop is not None:
+            image.unlink()
             raise MountError(f"cannot mount a small filesystem: tmpfs: {tmpfs}; loop image: {loop}")
     try:
         yield mountpoint
     finally:
-        _run("umount", "-l", str(mountpoint))
+        # A process of the test may still hold a file open there: then detach lazily.
+        if _run("umount", str(mountpoint)) is not None:
+            _run("umount", "-l", str(mountpoint))
+        image.unlink(missing_ok=True)
 
 
 @contextlib.contextmanager
