@@ -6,7 +6,8 @@ server exits 1.
 
 One module per job: ``serve`` launches the server, ``operate`` submits, follows and changes
 evaluations, ``results`` reads and compares them, ``manifests`` builds and checks sealed manifests
-offline, ``database`` backs the database up; ``common`` holds what they share (connection flags, exit codes, printing).
+offline, ``database`` backs the database up; ``common`` holds what they share (connection flags,
+exit codes, printing).
 """
 
 from __future__ import annotations
