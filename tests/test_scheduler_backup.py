@@ -33,9 +33,6 @@ def _one_line_refusal(run: subprocess.CompletedProcess[str]) -> str:
     return stderr
 
 
-# Backup -------------------------------------------------------------------------------------------
-
-
 def _load(address: str, name: str, stop: threading.Event, reported: list[int], errors: list[BaseException]) -> None:
     """A worker's calls as fast as they go: claim, one report per episode, complete."""
     try:
@@ -107,7 +104,8 @@ def test_a_backup_under_write_load_is_a_consistent_state_a_scheduler_serves(star
         ).fetchall()
         assert unended == []
         succeeded = conn.execute("SELECT count(*) FROM tasks WHERE state = 'succeeded'").fetchone()[0]
-    assert copied_results == document["rows"]["episode_results"]
+        assert conn.execute("SELECT count(*) FROM episode_results").fetchone()[0] == copied_results
+    conn.close()
 
     restored = start_scheduler("--lease-seconds", "60", db=copy)
     served = restored.client()
