@@ -9,6 +9,7 @@ WAL checkpoints run here too, so the writer never stalls on one.
 from __future__ import annotations
 
 import asyncio
+import logging
 import sqlite3
 import threading
 from collections.abc import Callable
@@ -19,6 +20,7 @@ from typing import TypeVar
 from scheduler.store import schema
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 
 class Readers:
@@ -49,5 +51,8 @@ class Readers:
 
     def close(self) -> None:
         """Empties the WAL into the database file (after the writer stopped), then stops the threads."""
-        self.run_blocking(lambda conn: schema.checkpoint(conn, "TRUNCATE"))
+        try:
+            self.run_blocking(lambda conn: schema.checkpoint(conn, "TRUNCATE"))
+        except sqlite3.Error as exc:  # e.g. a full disk: the WAL stays, and the next start reads it
+            log.warning("the WAL was not emptied at shutdown: %s", exc)
         self._pool.shutdown(wait=True)

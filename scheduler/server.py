@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import logging
 import signal
+import sqlite3
 import ssl
 import sys
 import tempfile
@@ -31,7 +32,7 @@ from scheduler.operations import Operations
 from scheduler.readers import Readers
 from scheduler.service import SchedulerService
 from scheduler.store import schema
-from scheduler.writer import GroupCommitWriter
+from scheduler.writer import GroupCommitWriter, StorageFull, is_disk_full
 
 log = logging.getLogger(__name__)
 
@@ -57,8 +58,7 @@ class SchedulerServer:
 
     def __init__(self, config: ServeConfig) -> None:
         self.config = config
-        conn = schema.connect(config.db_path, synchronous=config.synchronous)
-        schema.initialize(conn)
+        conn = schema.open_database(config.db_path, synchronous=config.synchronous)
         self.writer = GroupCommitWriter(conn)
         self.readers = Readers(config.db_path)
         self.operations = Operations(self.writer)
@@ -116,18 +116,45 @@ class SchedulerServer:
         return self.port
 
     async def _reap_forever(self) -> None:
-        """Reclaims expired leases, and checkpoints the WAL, on one timer."""
+        """Reclaims expired leases, and checkpoints the WAL, on one timer.
+
+        Each goes on while the other fails. On a full disk reaping is refused like every write (the
+        writer logs it once), heartbeats too, so the first reaping after it renews the held leases
+        first, as a restart does: the outage costs the workers no attempt. The checkpoint fails
+        while the database file cannot grow; once there is room it empties the WAL, whose space
+        the writer then reuses.
+        """
         interval = min(1.0, self.config.lease_seconds / 4)
+        reaping_refused = checkpoint_waits = False
         while True:
-            await asyncio.sleep(interval)
+            # While the checkpoint waits for room, it is retried often: once there is room, every
+            # write appends to the WAL until a checkpoint lets it start over, and a burst of retried
+            # writes could fill the room again first.
+            await asyncio.sleep(min(interval, 0.1) if checkpoint_waits else interval)
             try:
+                if reaping_refused:
+                    renewed = await self.service.renew_held_leases()
+                    log.info("renewed %d lease(s) held while the disk was full", len(renewed))
                 expired = await self.service.reap_expired()
-                await self.readers.checkpoint_wal()
+            except StorageFull:
+                reaping_refused, expired = True, []
             except Exception:
                 log.exception("lease reaper failed; retrying")
-                continue
+                expired = []
+            else:
+                reaping_refused = False
             if expired:
                 log.info("lease expired: %s", ", ".join(expired))
+            try:
+                await self.readers.checkpoint_wal()
+            except sqlite3.Error as exc:
+                if not is_disk_full(exc):
+                    log.exception("WAL checkpoint failed; retrying")
+                elif not checkpoint_waits:
+                    log.warning("the WAL checkpoint waits for room on the disk of %s", self.config.db_path)
+                checkpoint_waits = is_disk_full(exc)
+            else:
+                checkpoint_waits = False
 
     async def stop(self, grace: float = 5.0) -> None:
         await self.health.enter_graceful_shutdown()

@@ -6,6 +6,11 @@ whatever writes are queued, runs each in its own SAVEPOINT inside one ``BEGIN IM
 transaction, commits once, and only then answers the callers. Under load many writes share one
 commit (the lever that multiplies throughput); a refused write rolls back to its savepoint alone and
 changes nothing; and no caller is answered before its write is durable.
+
+When the disk under the database is full (SQLITE_FULL: the WAL or the database file cannot grow),
+the whole group is rolled back and each of its callers gets ``StorageFull`` (RESOURCE_EXHAUSTED,
+naming the database file); nothing of it was committed, so nothing acknowledged is lost. The thread
+goes on taking writes, and they succeed again as soon as there is room: no restart is needed.
 """
 
 from __future__ import annotations
@@ -19,7 +24,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from evalfleet.scheduler_api.errors import SchedulerError
+import grpc
+
+from evalfleet.scheduler_api.errors import Kind, SchedulerError
 
 log = logging.getLogger(__name__)
 
@@ -27,6 +34,26 @@ T = TypeVar("T")
 Write = Callable[[sqlite3.Connection], T]
 
 MAX_GROUP = 512
+# SQLite's result code for "database or disk is full" (``sqlite3.SQLITE_FULL`` from Python 3.11 on).
+SQLITE_FULL = 13
+
+
+class StorageFull(SchedulerError):
+    """The disk under the database is full: the write was not made. It may be sent again once there
+    is room (the scheduler needs no restart).
+
+    RESOURCE_EXHAUSTED is gRPC's code for a full file system; the error kind is UNAVAILABLE, so that
+    clients (``evalfleet.scheduler_api.errors.from_rpc_error``) raise ``Unavailable`` and retry the
+    write as through any outage of the scheduler, rather than give up as on a refusal.
+    """
+
+    code = grpc.StatusCode.RESOURCE_EXHAUSTED
+    kind = Kind.ERROR_KIND_UNAVAILABLE
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    """SQLite's SQLITE_FULL ("database or disk is full"), from any statement or the commit."""
+    return isinstance(exc, sqlite3.Error) and getattr(exc, "sqlite_errorcode", None) == SQLITE_FULL
 
 
 @dataclass
@@ -41,6 +68,8 @@ class GroupCommitWriter:
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self._conn = conn
+        self._db_path = next((row[2] for row in conn.execute("PRAGMA database_list") if row[1] == "main"), "")
+        self._full = False
         self._queue: queue.SimpleQueue[_Pending | None] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name="sqlite-writer", daemon=True)
         self.commits = 0
@@ -81,6 +110,7 @@ class GroupCommitWriter:
 
     def _commit(self, group: list[_Pending]) -> None:
         outcomes: list[tuple[bool, object]] = []
+        changes = self._conn.total_changes
         try:
             self._conn.execute("BEGIN IMMEDIATE")
             if len(group) == 1:
@@ -90,10 +120,13 @@ class GroupCommitWriter:
             if self._conn.in_transaction:
                 self._conn.execute("COMMIT")
         except sqlite3.Error as exc:
-            log.exception("group commit of %d writes failed", len(group))
-            if self._conn.in_transaction:
-                self._conn.execute("ROLLBACK")
-            outcomes = [(False, exc)] * len(group)
+            self._rollback()
+            outcomes = [(False, self._failed(exc, len(group)))] * len(group)
+        else:
+            # A commit that changed nothing wrote nothing, so it says nothing about the disk.
+            if self._full and self._conn.total_changes > changes:
+                self._full = False
+                log.warning("the database %s takes writes again: the disk has room", self._db_path)
         self.commits += 1
         self.writes += len(group)
         # One wake-up of each event loop per group, not one per write.
@@ -103,12 +136,35 @@ class GroupCommitWriter:
         for loop, settled in by_loop.items():
             loop.call_soon_threadsafe(_settle, settled)
 
+    def _rollback(self) -> None:
+        """Ends a failed group's transaction, if SQLite has not ended it already (it may on SQLITE_FULL)."""
+        if self._conn.in_transaction:
+            try:
+                self._conn.execute("ROLLBACK")
+            except sqlite3.Error:
+                # The thread must go on serving: SQLite undoes an unfinished transaction itself.
+                log.exception("rolling back a failed group failed")
+
+    def _failed(self, exc: sqlite3.Error, writes: int) -> Exception:
+        """What each caller of a failed group gets: ``StorageFull`` for a full disk, else the error."""
+        if not is_disk_full(exc):
+            log.error("group commit of %d writes failed", writes, exc_info=exc)
+            return exc
+        if not self._full:
+            self._full = True
+            log.warning("the database %s refuses writes: %s (free space on its disk)", self._db_path, exc)
+        return StorageFull(
+            f"the scheduler's database {self._db_path} is out of disk space ({exc}); nothing was written"
+        )
+
     def _apply(self, write: Write[Any]) -> tuple[bool, Any]:
         """One write in its own savepoint: a refused or failing write changes nothing, alone."""
         self._conn.execute("SAVEPOINT write")
         try:
             result = write(self._conn)
         except Exception as exc:
+            if is_disk_full(exc):
+                raise  # the whole group fails: SQLite may have ended the transaction already
             if not isinstance(exc, SchedulerError):
                 log.exception("write failed")
             self._conn.execute("ROLLBACK TO write")
@@ -122,6 +178,8 @@ class GroupCommitWriter:
         try:
             return True, write(self._conn)
         except Exception as exc:
+            if is_disk_full(exc):
+                raise
             if not isinstance(exc, SchedulerError):
                 log.exception("write failed")
             self._conn.execute("ROLLBACK")

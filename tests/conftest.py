@@ -39,8 +39,9 @@ class SchedulerProcess(ServiceProcess):
 def start_scheduler(tmp_path: Path) -> Iterator[Callable[..., SchedulerProcess]]:
     started: list[SchedulerProcess] = []
 
-    def start(*extra: str) -> SchedulerProcess:
-        proc = SchedulerProcess(tmp_path / f"scheduler{len(started)}.sqlite", tmp_path / "scheduler.log", extra)
+    def start(*extra: str, db: Path | None = None) -> SchedulerProcess:
+        db = db or tmp_path / f"scheduler{len(started)}.sqlite"
+        proc = SchedulerProcess(db, tmp_path / "scheduler.log", extra)
         started.append(proc)
         return proc.start()
 

@@ -6,7 +6,8 @@ server exits 1.
 
 One module per job: ``serve`` launches the server, ``operate`` submits, follows and changes
 evaluations, ``results`` reads and compares them, ``manifests`` builds and checks sealed manifests
-offline; ``common`` holds what they share (connection flags, exit codes, printing).
+offline, ``database`` backs the database up; ``common`` holds what they share (connection flags,
+exit codes, printing).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import grpc
 from evalfleet.auth import CredentialError
 from evalfleet.scheduler_api.errors import SchedulerError
 from manifests import format as manifest_format
-from scheduler.cli import manifests, operate, results, serve
+from scheduler.cli import database, manifests, operate, results, serve
 from scheduler.cli.common import EXIT_BAD_INPUT, EXIT_UNAVAILABLE, UsageError
 
 _BAD_INPUT_CODES = {
@@ -61,4 +62,5 @@ def build_parser() -> argparse.ArgumentParser:
     results.add_commands(commands)
     operate.add_task_commands(commands)
     manifests.add_commands(commands)
+    database.add_commands(commands)
     return parser

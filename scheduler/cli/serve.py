@@ -45,7 +45,7 @@ def add_commands(commands: Subcommands) -> None:
 def cmd_serve(args: argparse.Namespace) -> int:
     from evalfleet.ports import PortTaken, check_free
     from scheduler.server import ServeConfig, serve
-    from scheduler.store.schema import SchemaVersionError
+    from scheduler.store.schema import DatabaseRefused
 
     token = read_token(args.token_file) if args.token_file else None
     try:
@@ -73,7 +73,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     )
     try:
         asyncio.run(serve(config))
-    except SchemaVersionError as exc:
+    except DatabaseRefused as exc:
         raise UsageError(f"{args.db}: {exc}") from None
     except PortTaken as exc:
         raise UsageError(str(exc)) from None

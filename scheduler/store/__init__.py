@@ -1,7 +1,8 @@
 """The scheduler's state in SQLite, one module per job.
 
 - ``schema``: the tables, opening a connection (WAL mode), upgrading a database an older
-  scheduler wrote;
+  scheduler wrote (in one transaction) and refusing one of a newer or unknown version;
+- ``backup``: a consistent copy of the database taken while the scheduler serves, and its check;
 - ``leases``: the task lifecycle as a transition table, and the events workers and the scheduler's
   timers make (claim, heartbeat, report_episode, complete, fail, release, reap_expired,
   renew_held_leases);

@@ -120,8 +120,17 @@ CREATE TABLE IF NOT EXISTS workers (
 ATTEMPT_OUTCOMES = ("running", "succeeded", "failed", "released", "lost", "cancelled")
 
 
-class SchemaVersionError(Exception):
-    """The database was written by a newer scheduler: opening it could lose what this one cannot read."""
+class DatabaseRefused(Exception):
+    """The scheduler will not serve this database; the message says why, in one line."""
+
+
+class SchemaVersionError(DatabaseRefused):
+    """The database was written by a newer scheduler, or by no scheduler: opening it could lose what
+    this one cannot read."""
+
+
+class UpgradeFailed(DatabaseRefused):
+    """Upgrading an older database failed; it was rolled back, so the database is as it was."""
 
 
 def connect(path: str | Path, *, synchronous: str = "NORMAL") -> sqlite3.Connection:
@@ -142,39 +151,129 @@ def connect(path: str | Path, *, synchronous: str = "NORMAL") -> sqlite3.Connect
     return conn
 
 
+def open_database(path: str | Path, *, synchronous: str = "NORMAL") -> sqlite3.Connection:
+    """``connect`` and ``initialize``: the scheduler's write connection, or ``DatabaseRefused``
+    (also for a file SQLite cannot open or read as a database)."""
+    try:
+        _look_before_writing(Path(path))
+        conn = connect(path, synchronous=synchronous)
+    except sqlite3.Error as exc:
+        raise DatabaseRefused(f"cannot open the database: {exc}") from exc
+    try:
+        initialize(conn)
+    except sqlite3.Error as exc:
+        conn.close()
+        raise DatabaseRefused(f"cannot read the database: {exc}") from exc
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def _look_before_writing(path: Path) -> None:
+    """Refuses a database this scheduler cannot serve before ``connect`` changes a byte of it
+    (it would switch another program's database to WAL mode)."""
+    if not path.is_file() or path.stat().st_size == 0:
+        return
+    conn = sqlite3.connect(f"file:{path.resolve()}?mode=ro", uri=True, timeout=30)
+    try:
+        _refuse_newer(stored_version(conn))
+    finally:
+        conn.close()
+
+
 def checkpoint(conn: sqlite3.Connection, mode: str = "PASSIVE") -> None:
     """Copies committed WAL pages into the database file without blocking the writer."""
     conn.execute(f"PRAGMA wal_checkpoint({mode})")
 
 
 def initialize(conn: sqlite3.Connection) -> None:
-    """Creates the schema (idempotent), upgrades an older database, refuses a newer one."""
-    row = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'meta'").fetchone()
-    version = None
-    if row is not None:
-        stored = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-        version = int(stored["value"]) if stored is not None else None
+    """Creates the schema, or upgrades an older database, in one transaction; refuses a newer or
+    unknown one. A failed upgrade rolls back whole (``UpgradeFailed``): the database stays as the
+    older scheduler left it, and the next start tries again."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        version = stored_version(conn)
+        _refuse_newer(version)
+        try:
+            if version == 1:
+                _upgrade_from_1(conn)
+            if version in (1, 2):
+                _upgrade_from_2(conn)
+            # Not executescript: it commits first, and the upgrade would not be one transaction.
+            for statement in SCHEMA_STATEMENTS:
+                conn.execute(statement)
+            conn.execute(
+                "INSERT INTO meta (key, value) VALUES ('schema_version', ?)"
+                " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                (str(SCHEMA_VERSION),),
+            )
+        except sqlite3.Error as exc:
+            if version is None or version == SCHEMA_VERSION:
+                raise
+            raise UpgradeFailed(
+                f"upgrading the database from schema version {version} to {SCHEMA_VERSION} failed ({exc}); "
+                "it was rolled back and is unchanged"
+            ) from exc
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+
+
+def _refuse_newer(version: int | None) -> None:
     if version is not None and version > SCHEMA_VERSION:
         raise SchemaVersionError(
             f"database schema version {version} is newer than this scheduler's ({SCHEMA_VERSION}); "
             "run the scheduler release that wrote it"
         )
-    if version == 1:
-        _upgrade_from_1(conn)
-    if version in (1, 2):
-        _upgrade_from_2(conn)
-    conn.executescript(SCHEMA)
-    conn.execute(
-        "INSERT INTO meta (key, value) VALUES ('schema_version', ?)"
-        " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-        (str(SCHEMA_VERSION),),
-    )
+
+
+def stored_version(conn: sqlite3.Connection) -> int | None:
+    """The schema version the database records; None for an empty database (a new one).
+
+    ``SchemaVersionError`` for anything else without a valid version: tables but no ``meta`` (a
+    database some other program wrote), no version row, or a value that is not a version number.
+    """
+    tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    if "meta" not in tables:
+        if tables:
+            raise SchemaVersionError(
+                f"not a scheduler database: no schema version, and tables {', '.join(sorted(tables)[:5])}"
+            )
+        return None
+    stored = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    if stored is None:
+        raise SchemaVersionError("the database records no schema version (its meta table has none)")
+    value = stored[0]
+    if not (isinstance(value, str) and value.isascii() and value.isdigit() and int(value) >= 1):
+        raise SchemaVersionError(
+            f"unknown database schema version {value!r} (this scheduler reads 1 to {SCHEMA_VERSION})"
+        )
+    return int(value)
+
+
+def _statements(script: str) -> tuple[str, ...]:
+    """A script's statements, one each (SQLite decides where one ends)."""
+    statements: list[str] = []
+    pending = ""
+    for line in script.splitlines(keepends=True):
+        pending += line
+        if sqlite3.complete_statement(pending):
+            statements.append(pending.strip())
+            pending = ""
+    if pending.strip() and not all(part.strip().startswith("--") for part in pending.splitlines() if part.strip()):
+        raise ValueError(f"incomplete SQL statement: {pending.strip()[:80]}")
+    return tuple(statements)
+
+
+SCHEMA_STATEMENTS = _statements(SCHEMA)
 
 
 def _upgrade_from_1(conn: sqlite3.Connection) -> None:
     """Version 2 stores each failure's reason as a FailureReason number beside its text. Version 1
     kept it only as the text's "[reason]" prefix (a lost lease had none), so it is read from there."""
-    # Each step may be repeated: an upgrade cut short by a crash runs again at the next start.
     for table, column in (("tasks", "last_failure_reason"), ("attempts", "failure_reason")):
         if column not in {row["name"] for row in conn.execute(f"PRAGMA table_info({table})")}:
             conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} INTEGER NOT NULL DEFAULT 0")
