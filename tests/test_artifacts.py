@@ -253,3 +253,13 @@ def test_a_version_3_database_is_upgraded_and_takes_artifacts(scheduler, tmp_pat
     client.upload_artifact(lease, 0, _video(tmp_path, "after.mp4", 100), "video", "video/mp4")
     (episode,) = client.task(lease.task_id).episodes
     assert [a.size_bytes for a in episode.artifacts] == [100]
+
+
+def test_artifact_get_bad_input_exits_2_in_one_line_and_writes_nothing(scheduler, tmp_path):
+    folder = tmp_path / "downloads"
+    folder.mkdir()
+    out = folder / "out.bin"
+    for sha256, says in (("xyz", "is not a sha256"), ("0" * 64, "NOT_FOUND: sha256: no artifact")):
+        run = cli("artifact", "get", sha256, "--out", str(out), "--server", scheduler.address)
+        assert run.returncode == 2 and says in run.stderr and len(run.stderr.strip().splitlines()) == 1, run.stderr
+        assert list(folder.iterdir()) == []
