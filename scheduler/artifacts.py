@@ -24,6 +24,7 @@ from typing import BinaryIO
 from evalfleet.scheduler_api.errors import InvalidArgument
 
 TMP = "tmp"
+OWNER_FILE = "STORE_ID"
 
 
 def default_root(db_path: Path) -> Path:
@@ -83,12 +84,29 @@ class Incoming:
         self.tmp_path.unlink(missing_ok=True)
 
 
-class ArtifactStore:
-    """Files named by sha256 under ``root``; the database says which exist (``artifact_files``)."""
+class ArtifactStoreError(Exception):
+    """The artifact folder cannot serve this database (it belongs to another one)."""
 
-    def __init__(self, root: Path) -> None:
+
+class ArtifactStore:
+    """Files named by sha256 under ``root``; the database says which exist (``artifact_files``).
+
+    A store belongs to one database: ``STORE_ID`` holds the id the database keeps in its ``meta``
+    table, and a store with another id is refused, since the start-up sweep deletes every file its
+    own database does not name. A copy of the database (a backup) keeps the id and its store.
+    """
+
+    def __init__(self, root: Path, store_id: str) -> None:
         self.root = root
+        marker = root / OWNER_FILE
+        if marker.exists() and (owner := marker.read_text().strip()) != store_id:
+            raise ArtifactStoreError(
+                f"{root} holds the artifacts of another scheduler database (store id {owner}, this database's is"
+                f" {store_id}); give each database its own --artifacts-dir"
+            )
         (root / TMP).mkdir(parents=True, exist_ok=True)
+        if not marker.exists():
+            marker.write_text(store_id + "\n")
 
     def path(self, sha256: str) -> Path:
         return self.root / sha256[:2] / sha256
@@ -120,7 +138,7 @@ class ArtifactStore:
             removed += 1
         for folder in self.root.iterdir():
             if folder.name == TMP or not folder.is_dir():
-                continue
+                continue  # the temporary folder, and STORE_ID
             for path in folder.iterdir():
                 if path.name not in known:
                     freed += path.stat().st_size

@@ -64,7 +64,7 @@ class SchedulerServer:
     def __init__(self, config: ServeConfig) -> None:
         self.config = config
         conn = schema.open_database(config.db_path, synchronous=config.synchronous)
-        self.artifacts = ArtifactStore(config.artifacts_dir or default_root(config.db_path))
+        self.artifacts = ArtifactStore(config.artifacts_dir or default_root(config.db_path), artifacts.store_id(conn))
         removed, freed = self.artifacts.sweep(artifacts.stored_files(conn))
         if removed:
             log.info(

@@ -26,6 +26,7 @@ from evalfleet.scheduler_api.errors import (
     StaleLease,
 )
 from evalfleet.v1 import scheduler_pb2 as pb
+from scheduler.artifacts import OWNER_FILE
 from scheduler.store.schema import SCHEMA_VERSION
 
 pytestmark = pytest.mark.timeout(120)
@@ -36,8 +37,8 @@ def _store(db: Path) -> Path:
 
 
 def _files(store: Path) -> list[Path]:
-    """Every file under the store, temporary ones included."""
-    return sorted(path for path in store.rglob("*") if path.is_file())
+    """Every file under the store, temporary ones included (not its STORE_ID)."""
+    return sorted(path for path in store.rglob("*") if path.is_file() and path.name != OWNER_FILE)
 
 
 def _video(tmp_path: Path, name: str, size: int) -> Path:
@@ -263,3 +264,21 @@ def test_artifact_get_bad_input_exits_2_in_one_line_and_writes_nothing(scheduler
         run = cli("artifact", "get", sha256, "--out", str(out), "--server", scheduler.address)
         assert run.returncode == 2 and says in run.stderr and len(run.stderr.strip().splitlines()) == 1, run.stderr
         assert list(folder.iterdir()) == []
+
+
+def test_a_store_another_database_owns_is_refused_at_start(start_scheduler, tmp_path):
+    """The start-up sweep deletes what its own database does not name: a second database pointed
+    at the same folder would delete the first one's files."""
+    shared = tmp_path / "shared-artifacts"
+    first = start_scheduler("--artifacts-dir", str(shared))
+    client = first.client()
+    lease = _leased(client, "owned", episodes=1)
+    client.upload_artifact(lease, 0, _video(tmp_path, "kept.mp4", 1000), "video", "video/mp4")
+    kept = _files(shared)
+    with pytest.raises(RuntimeError, match="exited with 2"):
+        start_scheduler("--artifacts-dir", str(shared))
+    assert "holds the artifacts of another scheduler database" in first.log_path.read_text()
+    assert _files(shared) == kept
+    first.kill()
+    first.restart()  # its own store: accepted, nothing swept
+    assert _files(shared) == kept

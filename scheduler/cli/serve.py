@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from evalfleet.auth import ExposureError, check_exposure, read_pem, read_token
-from scheduler.artifacts import ArtifactLimits
+from scheduler.artifacts import ArtifactLimits, ArtifactStoreError
 from scheduler.cli.common import UsageError
 
 if TYPE_CHECKING:
@@ -110,6 +110,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         asyncio.run(serve(config))
     except DatabaseRefused as exc:
         raise UsageError(f"{args.db}: {exc}") from None
+    except ArtifactStoreError as exc:
+        raise UsageError(str(exc)) from None
     except PortTaken as exc:
         raise UsageError(str(exc)) from None
     return 0

@@ -13,6 +13,7 @@ result is another lease's.
 from __future__ import annotations
 
 import sqlite3
+import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -32,6 +33,15 @@ class Upload:
     media_type: str
     sha256: str
     size: int
+
+
+def store_id(conn: sqlite3.Connection) -> str:
+    """This database's artifact store id (``meta.artifact_store_id``), made at its first start."""
+    conn.execute(
+        "INSERT INTO meta (key, value) VALUES ('artifact_store_id', ?) ON CONFLICT (key) DO NOTHING",
+        (uuid.uuid4().hex,),
+    )
+    return str(conn.execute("SELECT value FROM meta WHERE key = 'artifact_store_id'").fetchone()[0])
 
 
 def check_upload(conn: sqlite3.Connection, task_id: str, fencing_token: int, episode_index: int) -> None:
