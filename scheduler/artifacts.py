@@ -13,6 +13,7 @@ between the two leaves an unnamed file, which ``sweep`` removes at start-up.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import os
 import uuid
@@ -21,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from evalfleet.scheduler_api.errors import InvalidArgument
+from evalfleet.scheduler_api.errors import InvalidArgument, ResourceExhausted
 
 TMP = "tmp"
 OWNER_FILE = "STORE_ID"
@@ -113,12 +114,28 @@ class ArtifactStore:
 
     @contextlib.contextmanager
     def receive(self, sha256: str, size: int) -> Iterator[Incoming]:
-        """A file being received; whatever happens, no temporary file outlives the block."""
-        incoming = Incoming(self, sha256, size)
+        """A file being received; whatever happens, no temporary file outlives the block. A full
+        disk refuses the upload (``ResourceExhausted``): the worker goes on without the file."""
+        try:
+            incoming = Incoming(self, sha256, size)
+        except OSError as exc:
+            self._refuse_if_full(exc)
+            raise
         try:
             yield incoming
+        except OSError as exc:
+            self._refuse_if_full(exc)
+            raise
         finally:
             incoming.close()
+
+    def _refuse_if_full(self, exc: OSError) -> None:
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise ResourceExhausted(
+                f"the artifact store {self.root} is out of disk space ({exc.strerror}); nothing was stored"
+                " (free space, e.g. with scheduler gc)",
+                field="header.size_bytes",
+            ) from exc
 
     def delete(self, sha256: str) -> None:
         self.path(sha256).unlink(missing_ok=True)

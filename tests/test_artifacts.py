@@ -14,6 +14,7 @@ from pathlib import Path
 import grpc
 import pytest
 from procs import cli, db_fingerprint
+from small_disk import fill, require_small_disk
 
 from benchmarks.synthetic.manifest import build_synthetic
 from evalfleet.scheduler_api.client import SchedulerClient
@@ -282,3 +283,20 @@ def test_a_store_another_database_owns_is_refused_at_start(start_scheduler, tmp_
     first.kill()
     first.restart()  # its own store: accepted, nothing swept
     assert _files(shared) == kept
+
+
+def test_a_full_artifact_disk_refuses_the_upload_leaves_nothing_and_recovers(start_scheduler, tmp_path):
+    with require_small_disk(tmp_path / "disk", 8) as disk:
+        store = disk / "artifacts"
+        scheduler = start_scheduler("--artifacts-dir", str(store))
+        client = scheduler.client()
+        lease = _leased(client, "full", episodes=2)
+        ballast = fill(disk)
+        before = db_fingerprint(scheduler.db)
+        with pytest.raises(ResourceExhausted, match="out of disk space") as full:
+            client.upload_artifact(lease, 0, _video(tmp_path, "big.mp4", 256 * 1024), "video", "video/mp4")
+        assert str(full.value).startswith("header.size_bytes: the artifact store")
+        assert db_fingerprint(scheduler.db) == before and _files(store) == []
+        ballast.unlink()
+        uploaded = client.upload_artifact(lease, 0, _video(tmp_path, "again.mp4", 256 * 1024), "video", "video/mp4")
+        assert uploaded.created and len(_files(store)) == 1
