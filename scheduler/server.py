@@ -124,6 +124,7 @@ class SchedulerServer:
                 self.config.token,
                 self.service.metrics.exposition,
                 _tls_context(self.config.tls_cert, self.config.tls_key),
+                self.artifacts,
             )
             self.http_port = self.dashboard.start()
         return self.port

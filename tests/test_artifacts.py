@@ -9,10 +9,13 @@ import hashlib
 import io
 import os
 import sqlite3
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import grpc
 import pytest
+from dashboard_proc import start_with_dashboard
 from procs import cli, db_fingerprint
 from small_disk import fill, require_small_disk
 
@@ -300,3 +303,36 @@ def test_a_full_artifact_disk_refuses_the_upload_leaves_nothing_and_recovers(sta
         ballast.unlink()
         uploaded = client.upload_artifact(lease, 0, _video(tmp_path, "again.mp4", 256 * 1024), "video", "video/mp4")
         assert uploaded.created and len(_files(store)) == 1
+
+
+def test_the_dashboard_serves_an_artifact_whole_or_by_byte_range(start_scheduler, tmp_path):
+    """What a browser's video element asks: the media type, the whole file, a range to seek."""
+    scheduler, url = start_with_dashboard(start_scheduler)
+    client = scheduler.client()
+    lease = _leased(client, "http", episodes=1)
+    video = _video(tmp_path, "v.mp4", 3 * 1024 * 1024 + 5)
+    data = video.read_bytes()
+    sha256 = client.upload_artifact(lease, 0, video, "video", "video/mp4").artifact.sha256
+
+    def get(path: str, range_header: str = "") -> tuple[int, dict[str, str], bytes]:
+        request = urllib.request.Request(url + path, headers={"Range": range_header} if range_header else {})
+        try:
+            with urllib.request.urlopen(request, timeout=10) as response:
+                return response.status, dict(response.headers), response.read()
+        except urllib.error.HTTPError as error:
+            return error.code, dict(error.headers), error.read()
+
+    status, headers, body = get(f"api/artifacts/{sha256}")
+    assert (status, headers["Content-Type"], headers["Accept-Ranges"], body) == (200, "video/mp4", "bytes", data)
+    status, headers, body = get(f"api/artifacts/{sha256}", "bytes=1048570-1048579")
+    assert (status, headers["Content-Range"], body) == (
+        206,
+        f"bytes 1048570-1048579/{len(data)}",
+        data[1048570:1048580],
+    )
+    assert get(f"api/artifacts/{sha256}", "bytes=-7")[2] == data[-7:]
+    assert get(f"api/artifacts/{sha256}", "bytes=3145700-")[2] == data[3145700:]
+    status, headers, _ = get(f"api/artifacts/{sha256}", f"bytes={len(data)}-")
+    assert (status, headers["Content-Range"]) == (416, f"bytes */{len(data)}")
+    assert get("api/artifacts/" + "0" * 64)[0] == 404
+    assert get("api/artifacts/nope")[0] == 400
