@@ -63,6 +63,20 @@ class Observation:
 
 
 @dataclass(frozen=True)
+class ArtifactFile:
+    """A file an episode produced (a video, ...) for the worker to upload to the scheduler.
+
+    ``kind`` says what it is (``video``: lowercase letters, digits, ``_`` and ``-``),
+    ``media_type`` how to read it (``video/mp4``). The path is on the worker's machine; the
+    scheduler stores the bytes by their sha256 and lists them on the episode.
+    """
+
+    path: str
+    kind: str
+    media_type: str
+
+
+@dataclass(frozen=True)
 class EpisodeVerdict:
     """What the benchmark says of an episode: success, steps taken and the digest of its trace.
 
@@ -74,6 +88,8 @@ class EpisodeVerdict:
     steps: int
     trace_digest: str
     info: Mapping[str, Any] = field(default_factory=dict)
+    # Files the adapter wrote for this episode, uploaded by the worker after it ends.
+    artifacts: tuple[ArtifactFile, ...] = ()
 
 
 class Episode(abc.ABC):

@@ -4,14 +4,16 @@ grpc's Python server deserializes a unary request before the servicer runs, and 
 there surfaces as UNKNOWN with a traceback in the server log, the same as a server bug. This
 interceptor swaps in a deserializer that turns unparseable bytes into a marker and a behavior
 that refuses the marker with INVALID_ARGUMENT, so UNKNOWN and INTERNAL keep meaning "server bug".
-Streaming calls are left as they are: their messages are read inside the servicer, which refuses
-unparseable ones itself (inference_server.service._read).
+The same holds for the one request of a server-streaming call (its behavior writes its responses
+with ``context.write``). Calls with a request stream are left as they are: their messages are read
+inside the servicer, which refuses unparseable ones itself (inference_server.service._read).
 """
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, cast
 
 import grpc
 from google.protobuf.message import DecodeError
@@ -33,13 +35,23 @@ class MalformedRequestInterceptor(grpc.aio.ServerInterceptor):
         handler_call_details: grpc.HandlerCallDetails,
     ) -> grpc.RpcMethodHandler[Any, Any] | None:
         handler = await continuation(handler_call_details)
-        if handler is None or handler.unary_unary is None or handler.request_deserializer is None:
+        if handler is None or handler.request_deserializer is None:
             return handler
-        return grpc.unary_unary_rpc_method_handler(
-            _refusing(handler.unary_unary),
-            request_deserializer=_lenient(handler.request_deserializer),
-            response_serializer=handler.response_serializer,
-        )
+        if handler.unary_unary is not None:
+            return grpc.unary_unary_rpc_method_handler(
+                _refusing(handler.unary_unary),
+                request_deserializer=_lenient(handler.request_deserializer),
+                response_serializer=handler.response_serializer,
+            )
+        if handler.unary_stream is not None and not inspect.isasyncgenfunction(handler.unary_stream):
+            # Under grpc.aio a coroutine that writes with context.write; the stubs type grpc's sync form.
+            behavior = cast(Callable[..., Awaitable[Any]], handler.unary_stream)
+            return grpc.unary_stream_rpc_method_handler(
+                _refusing(behavior),
+                request_deserializer=_lenient(handler.request_deserializer),
+                response_serializer=handler.response_serializer,
+            )
+        return handler
 
 
 def _lenient(deserialize: Callable[[bytes], Any]) -> Callable[[bytes], Any]:

@@ -19,7 +19,7 @@ from typing import Any, TextIO
 import numpy as np
 import numpy.typing as npt
 
-from benchmarks.base import Benchmark, BenchmarkError, Episode, Image, Observation
+from benchmarks.base import ArtifactFile, Benchmark, BenchmarkError, Episode, Image, Observation
 from evalfleet.policy_api import errors as policy_errors
 from evalfleet.policy_api.client import PolicyClient, Session
 from evalfleet.scheduler_api.vocabulary import FailureReason
@@ -54,6 +54,8 @@ class EpisodeOutcome:
     trace_digest: str
     wall_seconds: float
     info: dict[str, Any] = field(default_factory=dict)
+    # Files the episode produced, for the worker to upload (a video, what the adapter wrote).
+    artifacts: tuple[ArtifactFile, ...] = ()
 
 
 def run_episode(
@@ -101,7 +103,7 @@ def run_episode(
         "policy": job.policy_address,
         "log": job.log_path,
     }
-    return EpisodeOutcome(result.success, result.steps, result.trace_digest, wall, info)
+    return EpisodeOutcome(result.success, result.steps, result.trace_digest, wall, info, tuple(result.artifacts))
 
 
 def _drive(episode: Episode, session: Session, observation: Observation, job: EpisodeJob, log: TextIO | None) -> int:

@@ -16,6 +16,7 @@ shutting down (``Release``: the task goes back without spending an attempt).
 from __future__ import annotations
 
 import logging
+import os
 import queue
 import signal
 import time
@@ -25,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from benchmarks.base import ArtifactFile
 from evalfleet.scheduler_api.client import SchedulerClient
 from evalfleet.scheduler_api.errors import InvalidArgument, NotFound, SchedulerError, StaleLease, Unavailable
 from evalfleet.scheduler_api.vocabulary import FailureReason
@@ -39,6 +41,9 @@ from renderer_worker.runner import EpisodeEnded, EpisodeRunner
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+
+# The slowest link an artifact upload is given time for, on top of the usual call timeout.
+UPLOAD_FLOOR_BYTES_PER_S = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -275,6 +280,7 @@ class Worker:
             return  # its task was lost, cancelled or handed back meanwhile
         task.running.discard(event.job.index)
         if event.outcome is not None:
+            self._upload_artifacts(task, event.job, event.outcome)
             self._report(task, event.job, event.outcome)
         else:
             assert event.failure is not None
@@ -314,6 +320,34 @@ class Worker:
             self._fail_task(task, failure)
             return
         task.reported.add(index)
+
+    def _upload_artifacts(self, task: HeldTask, job: EpisodeJob, outcome: EpisodeOutcome) -> None:
+        """Uploads the files the episode produced, before its result: the scheduler lists them once
+        the result is stored under the same lease, and refuses them from a lease that moved on. An
+        upload that fails costs the file, never the result: it is logged and the worker goes on."""
+        for artifact in outcome.artifacts:
+            what = f"{artifact.kind} artifact {artifact.path} of episode {job.index} of {task.lease.task_id}"
+            try:
+                response = self._upload(task.lease, job.index, artifact)
+            except (SchedulerError, OSError, ValueError) as exc:
+                log.warning("%s not stored: %s", what, exc)
+            else:
+                log.info("%s stored as %s", what, response.artifact.sha256)
+
+    def _upload(self, lease: pb.Lease, index: int, artifact: ArtifactFile) -> pb.UploadArtifactResponse:
+        """One upload, tried again a few times through a scheduler outage (an upload is idempotent),
+        then given up on: unlike a result, a file is not worth stalling the worker for."""
+        timeout = self._scheduler.timeout + os.path.getsize(artifact.path) / UPLOAD_FLOOR_BYTES_PER_S
+        delays = [0.5, 2.0]
+        while True:
+            try:
+                return self._scheduler.upload_artifact(
+                    lease, index, artifact.path, artifact.kind, artifact.media_type, timeout=timeout
+                )
+            except Unavailable:
+                if not delays or time.monotonic() + delays[0] > self._grace_deadline:
+                    raise
+                time.sleep(delays.pop(0))
 
     def _fail_task(self, task: HeldTask, failure: EpisodeFailure) -> None:
         """Stops starting the task's episodes; it fails once those running have ended."""

@@ -7,7 +7,9 @@ requeue, priority) run ``scheduler.operations`` on the server's event loop, the 
 service calls too, so they share its validation and its group-commit writer. When the scheduler
 has a token, every route but ``/login`` needs it, as an ``Authorization: Bearer`` header or the
 cookie the login form sets; when it has a TLS certificate, the HTTP side serves HTTPS with it, so
-the token never crosses the network in clear.
+the token never crosses the network in clear. ``/api/artifacts/<sha256>`` serves a stored episode
+artifact (a video) with its media type and single byte ranges, so a browser's video element can
+seek in it.
 """
 
 from __future__ import annotations
@@ -16,22 +18,28 @@ import asyncio
 import hmac
 import json
 import logging
+import re
+import sqlite3
 import ssl
 import threading
 import time
 from collections.abc import Callable
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, BinaryIO
 from urllib.parse import parse_qs, urlsplit
 
-from evalfleet.scheduler_api.errors import InvalidArgument, SchedulerError
+from evalfleet.scheduler_api.errors import InvalidArgument, NotFound, SchedulerError
+from evalfleet.scheduler_api.limits import ARTIFACT_CHUNK_BYTES
 from evalfleet.scheduler_api.vocabulary import TASK_STATE_NAMES, TASK_STATES, failure_counts, rate_fields
 from evalfleet.v1 import scheduler_pb2 as pb
+from manifests.format import is_hash
 from scheduler import provenance
+from scheduler.artifacts import ArtifactStore
 from scheduler.dashboard_page import LOGIN_PAGE, PAGE
 from scheduler.operations import Operations
 from scheduler.readers import Readers
+from scheduler.store import artifacts as artifact_rows
 from scheduler.store import queries
 from scheduler.store.queries import DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT
 from scheduler.store.validation import MAX_PRIORITY
@@ -40,6 +48,7 @@ from scheduler.wire_json import counts_dict, message_dict
 log = logging.getLogger(__name__)
 
 COOKIE = "evalfleet_token"
+ARTIFACT_ROUTE = "/api/artifacts/"
 MAX_BODY_BYTES = 64 * 1024
 WRITE_TIMEOUT_S = 30.0
 _SELECTOR_KEYS = {"submission_id", "task_ids", "route", "states"}
@@ -66,7 +75,9 @@ class Dashboard:
         token: str | None,
         metrics: Callable[[], tuple[bytes, str]],
         tls: ssl.SSLContext | None = None,
+        artifacts: ArtifactStore | None = None,
     ) -> None:
+        self.artifacts = artifacts
         self.operations = operations
         self.readers = readers
         self.lease_seconds = lease_seconds
@@ -136,6 +147,19 @@ class Dashboard:
         if not task_id:
             raise InvalidArgument("is required", field="task_id")
         return message_dict(self.readers.run_blocking(lambda conn: queries.get_task(conn, task_id)))
+
+    def artifact(self, sha256: str) -> tuple[sqlite3.Row, BinaryIO]:
+        """A stored artifact's row (size, media type) and its open file; NotFound when absent."""
+        if not is_hash(sha256):
+            raise InvalidArgument("must be 64 lowercase hex characters (a sha256)", field="sha256")
+        if self.artifacts is None:
+            raise NotFound("this scheduler serves no artifacts", field="sha256")
+        store = self.artifacts
+        row = self.readers.run_blocking(lambda conn: artifact_rows.stored_file(conn, sha256))
+        try:
+            return row, store.open(sha256)
+        except FileNotFoundError:
+            raise NotFound(f"artifact {sha256} was collected (scheduler gc)", field="sha256") from None
 
     # Writes --------------------------------------------------------------------------------------
 
@@ -215,6 +239,25 @@ def _int(text: str, field: str, low: int, high: int) -> int:
     return value
 
 
+def byte_range(header: str, size: int) -> tuple[int, int] | str | None:
+    """The one byte range (first, last; inclusive) a ``Range`` header asks of ``size`` bytes.
+
+    None: serve the whole (no header, another unit, several ranges, or one that does not parse:
+    RFC 9110 lets a server ignore those); "unsatisfiable": the range starts past the end.
+    """
+    match = re.fullmatch(r"\s*bytes\s*=\s*(\d*)\s*-\s*(\d*)\s*", header)
+    if match is None or not (match[1] or match[2]):
+        return None
+    if not match[1]:  # the last N bytes
+        suffix = int(match[2])
+        return (max(0, size - suffix), size - 1) if suffix and size else "unsatisfiable"
+    first = int(match[1])
+    last = min(int(match[2]), size - 1) if match[2] else size - 1
+    if first >= size:
+        return "unsatisfiable"
+    return None if last < first else (first, last)
+
+
 def _cookie(header: str) -> str | None:
     for part in header.split(";"):
         name, _, value = part.strip().partition("=")
@@ -260,7 +303,41 @@ class _Handler(BaseHTTPRequestHandler):
             return self._send(HTTPStatus.OK, body, content_type)
         if url.path in routes:
             return self._answer(routes[url.path])
+        if url.path.startswith(ARTIFACT_ROUTE):
+            return self._artifact(url.path.removeprefix(ARTIFACT_ROUTE))
         self._json(HTTPStatus.NOT_FOUND, {"error": f"no route {url.path}"})
+
+    def _artifact(self, sha256: str) -> None:
+        """The artifact's bytes, whole (200) or one range of them (206); 416 for a range past its end."""
+        try:
+            row, file = self.dashboard.artifact(sha256)
+        except SchedulerError as exc:
+            status = _STATUS_OF_ERROR.get(type(exc).__name__, HTTPStatus.INTERNAL_SERVER_ERROR)
+            return self._json(status, {"error": str(exc), "field": exc.field})
+        size = int(row["size"])
+        with file:
+            span = byte_range(self.headers.get("Range", ""), size)
+            if span == "unsatisfiable":
+                self.send_response(HTTPStatus.REQUESTED_RANGE_NOT_SATISFIABLE)
+                self.send_header("Content-Range", f"bytes */{size}")
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
+            start, end = span if isinstance(span, tuple) else (0, size - 1)
+            self.send_response(HTTPStatus.PARTIAL_CONTENT if span else HTTPStatus.OK)
+            self.send_header("Content-Type", row["media_type"])
+            self.send_header("Accept-Ranges", "bytes")
+            self.send_header("Content-Length", str(max(0, end - start + 1)))
+            if span:
+                self.send_header("Content-Range", f"bytes {start}-{end}/{size}")
+            # Named by its content: the bytes under this URL never change.
+            self.send_header("Cache-Control", "private, max-age=31536000, immutable")
+            self.end_headers()
+            file.seek(start)
+            left = end - start + 1
+            while left > 0 and (chunk := file.read(min(ARTIFACT_CHUNK_BYTES, left))):
+                self.wfile.write(chunk)
+                left -= len(chunk)
 
     def do_POST(self) -> None:
         path = urlsplit(self.path).path

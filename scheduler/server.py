@@ -27,11 +27,12 @@ from evalfleet.ports import bind, tls_credentials
 from evalfleet.scheduler_api.limits import MESSAGE_LIMIT
 from evalfleet.v1 import scheduler_pb2, scheduler_pb2_grpc
 from evalfleet.wire import MalformedRequestInterceptor
+from scheduler.artifacts import ArtifactLimits, ArtifactStore, default_root
 from scheduler.dashboard import Dashboard
 from scheduler.operations import Operations
 from scheduler.readers import Readers
 from scheduler.service import SchedulerService
-from scheduler.store import schema
+from scheduler.store import artifacts, schema
 from scheduler.writer import GroupCommitWriter, StorageFull, is_disk_full
 
 log = logging.getLogger(__name__)
@@ -51,6 +52,10 @@ class ServeConfig:
     tls_key: bytes | None = None
     # The dashboard, its JSON API and /metrics over HTTP on the same host; None: off.
     http_port: int | None = None
+    # Episode artifacts: where their files live (None: ``<db>.artifacts`` beside the database), and
+    # how much the store accepts.
+    artifacts_dir: Path | None = None
+    artifact_limits: ArtifactLimits = ArtifactLimits()
 
 
 class SchedulerServer:
@@ -59,10 +64,18 @@ class SchedulerServer:
     def __init__(self, config: ServeConfig) -> None:
         self.config = config
         conn = schema.open_database(config.db_path, synchronous=config.synchronous)
+        self.artifacts = ArtifactStore(config.artifacts_dir or default_root(config.db_path), artifacts.store_id(conn))
+        removed, freed = self.artifacts.sweep(artifacts.stored_files(conn))
+        if removed:
+            log.info(
+                "artifact store: removed %d file(s), %d bytes, left by an interrupted upload or gc", removed, freed
+            )
         self.writer = GroupCommitWriter(conn)
         self.readers = Readers(config.db_path)
         self.operations = Operations(self.writer)
-        self.service = SchedulerService(self.writer, self.readers, self.operations, config.lease_seconds)
+        self.service = SchedulerService(
+            self.writer, self.readers, self.operations, config.lease_seconds, self.artifacts, config.artifact_limits
+        )
         # Authentication first; unparseable request bytes are INVALID_ARGUMENT (evalfleet.wire).
         interceptors: list[grpc.aio.ServerInterceptor] = [BearerTokenInterceptor(config.token)] if config.token else []
         interceptors.append(MalformedRequestInterceptor())
@@ -111,6 +124,7 @@ class SchedulerServer:
                 self.config.token,
                 self.service.metrics.exposition,
                 _tls_context(self.config.tls_cert, self.config.tls_key),
+                self.artifacts,
             )
             self.http_port = self.dashboard.start()
         return self.port

@@ -9,6 +9,7 @@ shared with the dashboard.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import logging
 import math
@@ -19,24 +20,28 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import grpc
+from google.protobuf.message import DecodeError
 
-from evalfleet.scheduler_api.errors import InvalidArgument, SchedulerError
-from evalfleet.scheduler_api.limits import MAX_MANIFEST_BYTES, MAX_TEXT_BYTES
+from evalfleet.scheduler_api.errors import InvalidArgument, NotFound, ResourceExhausted, SchedulerError
+from evalfleet.scheduler_api.limits import ARTIFACT_CHUNK_BYTES, MAX_MANIFEST_BYTES, MAX_TEXT_BYTES
 from evalfleet.scheduler_api.vocabulary import TASK_STATES
 from evalfleet.v1 import scheduler_pb2 as pb
 from evalfleet.v1 import scheduler_pb2_grpc as pb_grpc
 from manifests.format import is_hash
+from scheduler.artifacts import ArtifactLimits, ArtifactStore
 from scheduler.metrics import SchedulerMetrics
 from scheduler.operations import Operations
 from scheduler.readers import Readers
-from scheduler.store import leases, queries
+from scheduler.store import artifacts, leases, queries
 from scheduler.store import operations as store_operations
 from scheduler.store.validation import (
     MAX_ATTEMPTS,
     MAX_BATCH_SIZE,
+    check_artifact_kind,
     check_execute_steps,
     check_id,
     check_json_object,
+    check_media_type,
     check_priority,
     check_worker_id,
 )
@@ -71,11 +76,11 @@ def _failure_reason(reason: int) -> int:
     return reason
 
 
-def _lease_ref(ref: pb.LeaseRef) -> tuple[str, int]:
+def _lease_ref(ref: pb.LeaseRef, field: str = "lease") -> tuple[str, int]:
     if not ref.task_id:
-        raise InvalidArgument("is required", field="lease.task_id")
+        raise InvalidArgument("is required", field=f"{field}.task_id")
     if ref.fencing_token < 1:
-        raise InvalidArgument("must be >= 1 (as returned by Claim)", field="lease.fencing_token")
+        raise InvalidArgument("must be >= 1 (as returned by Claim)", field=f"{field}.fencing_token")
     return ref.task_id, ref.fencing_token
 
 
@@ -107,13 +112,26 @@ def _checkpoint(value: str, field: str) -> str:
 
 class SchedulerService(pb_grpc.SchedulerServicer):
     def __init__(
-        self, writer: GroupCommitWriter, readers: Readers, operations: Operations, lease_seconds: float
+        self,
+        writer: GroupCommitWriter,
+        readers: Readers,
+        operations: Operations,
+        lease_seconds: float,
+        artifact_store: ArtifactStore,
+        artifact_limits: ArtifactLimits,
     ) -> None:
         self.instance_id = uuid.uuid4().hex
         self.lease_seconds = lease_seconds
         self._writer = writer
         self._readers = readers
         self._operations = operations
+        self._artifacts = artifact_store
+        self._artifact_limits = artifact_limits
+        # Bytes of uploads in flight, counted against the total limit before they are stored.
+        self._artifact_bytes_reserved = 0
+        # Renaming a file into the store and naming it in the database, or collecting files and
+        # deleting them, happen one at a time: a file is never deleted under an upload naming it.
+        self._artifact_files_lock = asyncio.Lock()
         self.metrics = SchedulerMetrics(readers.run_blocking, lease_seconds)
 
     async def renew_held_leases(self) -> list[str]:
@@ -340,3 +358,122 @@ class SchedulerService(pb_grpc.SchedulerServicer):
     @_handler
     async def SetPriority(self, request: pb.SetPriorityRequest, context: Any) -> pb.ChangeResponse:
         return pb.ChangeResponse(changed=await self._operations.set_priority(request.selector, request.priority))
+
+    # Artifacts --------------------------------------------------------------------------------
+
+    @_handler
+    async def UploadArtifact(self, request_iterator: Any, context: Any) -> pb.UploadArtifactResponse:
+        first = await _read_upload(context)
+        if first is None or not first.HasField("header"):
+            raise InvalidArgument("the first message must be the header", field="header")
+        header = first.header
+        task_id, token = _lease_ref(header.lease, "header.lease")
+        upload = artifacts.Upload(
+            task_id=task_id,
+            episode_index=header.episode_index,
+            fencing_token=token,
+            kind=check_artifact_kind(header.kind, "header.kind"),
+            media_type=check_media_type(header.media_type, "header.media_type"),
+            sha256=_sha256(header.sha256, "header.sha256"),
+            size=header.size_bytes,
+        )
+        # Refused before any byte is received: a stale lease stores nothing.
+        await self._readers.run(lambda conn: artifacts.check_upload(conn, task_id, token, upload.episode_index))
+        limits = self._artifact_limits
+        if upload.size > limits.per_artifact_bytes:
+            raise ResourceExhausted(
+                f"{upload.size} bytes is above the limit per artifact, {limits.per_artifact_bytes} bytes"
+                " (scheduler serve --max-artifact-bytes)",
+                field="header.size_bytes",
+            )
+        # Reserved before the stored total is read, so that uploads arriving together cannot all pass.
+        self._artifact_bytes_reserved += upload.size
+        try:
+            stored = await self._readers.run(artifacts.stored_bytes)
+            if stored + self._artifact_bytes_reserved > limits.total_bytes:
+                raise ResourceExhausted(
+                    f"storing {upload.size} more bytes would pass the limit on all artifacts,"
+                    f" {limits.total_bytes} bytes ({stored} stored,"
+                    f" {self._artifact_bytes_reserved - upload.size} being uploaded;"
+                    " scheduler serve --max-artifacts-total-bytes, or free space with scheduler gc)",
+                    field="header.size_bytes",
+                )
+            return await self._receive(upload, context)
+        finally:
+            self._artifact_bytes_reserved -= upload.size
+
+    async def _receive(self, upload: artifacts.Upload, context: Any) -> pb.UploadArtifactResponse:
+        """Receives the chunks into a temporary file, verifies it, then stores and names it."""
+        with self._artifacts.receive(upload.sha256, upload.size) as incoming:
+            while (message := await _read_upload(context)) is not None:
+                if not message.HasField("chunk"):
+                    raise InvalidArgument("only the first message may be a header", field="header")
+                incoming.write(message.chunk)
+            incoming.verify()
+            async with self._artifact_files_lock:
+                known = await self._readers.run(lambda conn: artifacts.has_file(conn, upload.sha256))
+                await asyncio.to_thread(incoming.commit)
+                now = time.time()
+                try:
+                    artifact, created = await self._writer.run(lambda conn: artifacts.record_upload(conn, upload, now))
+                except SchedulerError:
+                    if not known:  # refused meanwhile (the lease moved on): keep no unnamed file
+                        self._artifacts.delete(upload.sha256)
+                    raise
+        return pb.UploadArtifactResponse(artifact=artifact, created=created)
+
+    @_handler
+    async def GetArtifact(self, request: pb.GetArtifactRequest, context: Any) -> None:
+        sha256 = _sha256(request.sha256, "sha256")
+        row = await self._readers.run(lambda conn: artifacts.stored_file(conn, sha256))
+        try:
+            file = self._artifacts.open(sha256)
+        except FileNotFoundError:  # collected between the lookup and here
+            raise NotFound(
+                f"artifact {sha256} was collected (scheduler gc): its bytes are gone", field="sha256"
+            ) from None
+        with file:
+            first = True
+            while True:
+                data = await asyncio.to_thread(file.read, ARTIFACT_CHUNK_BYTES)
+                if not data and not first:
+                    return
+                if first:
+                    await context.write(
+                        pb.ArtifactChunk(data=data, size_bytes=row["size"], media_type=row["media_type"])
+                    )
+                    first = False
+                else:
+                    await context.write(pb.ArtifactChunk(data=data))
+
+    @_handler
+    async def CollectArtifacts(self, request: pb.CollectArtifactsRequest, context: Any) -> pb.CollectArtifactsResponse:
+        check_id(request.submission_id, "submission_id")
+        now = time.time()
+        async with self._artifact_files_lock:
+            collected = await self._writer.run(
+                lambda conn: artifacts.collect(conn, request.submission_id, request.force, now)
+            )
+            for sha256, _ in collected.files:
+                self._artifacts.delete(sha256)
+        return pb.CollectArtifactsResponse(
+            artifacts_collected=collected.artifacts,
+            files_deleted=len(collected.files),
+            bytes_freed=sum(size for _, size in collected.files),
+        )
+
+
+def _sha256(value: str, field: str) -> str:
+    if not is_hash(value):
+        raise InvalidArgument("must be 64 lowercase hex characters (a sha256)", field=field)
+    return value
+
+
+async def _read_upload(context: Any) -> pb.UploadArtifactRequest | None:
+    """The next message of an upload, None once the client is done; unparseable bytes are the
+    client's error, not grpc's UNKNOWN."""
+    try:
+        message: object = await context.read()
+    except DecodeError as exc:
+        raise InvalidArgument(f"message does not parse: {exc}", field="part") from None
+    return message if isinstance(message, pb.UploadArtifactRequest) else None

@@ -40,8 +40,12 @@ def _plain(value: Any) -> Any:
     return value
 
 
+# 64-bit integer fields, which MessageToDict writes as strings.
+_INT64_FIELDS = frozenset({"fencing_token", "size_bytes", "bytes_freed"})
+
+
 def _plain_field(key: str, value: Any) -> Any:
-    if key == "fencing_token":
+    if key in _INT64_FIELDS:
         return int(value)
     if key == "state" and isinstance(value, str) and value in pb.TaskState.keys():
         return task_state_name(pb.TaskState.Value(value))

@@ -26,7 +26,7 @@ from evalfleet.scheduler_api.errors import Conflict
 from evalfleet.v1 import scheduler_pb2 as pb
 from inference_server.checkpoint import seal
 from manifests.format import write
-from scheduler.store.schema import VERSION_3_COLUMNS
+from scheduler.store.schema import SCHEMA_VERSION, VERSION_3_COLUMNS
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -130,7 +130,7 @@ def test_a_version_2_database_is_upgraded_and_its_results_read_not_recorded(star
     scheduler.restart()
 
     with sqlite3.connect(scheduler.db) as conn:
-        assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("3",)
+        assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == (str(SCHEMA_VERSION),)
     summary = client.summary("old")
     assert [(g.HasField("execute_steps"), g.HasField("remote"), g.episodes) for g in summary.provenance] == [
         (False, False, 2)

@@ -15,7 +15,7 @@ from benchmarks.synthetic.manifest import build_synthetic
 from evalfleet.scheduler_api.errors import InvalidArgument, StaleLease
 from evalfleet.v1 import scheduler_pb2 as pb
 from evalfleet.v1 import scheduler_pb2_grpc as pb_grpc
-from scheduler.store.schema import VERSION_3_COLUMNS
+from scheduler.store.schema import SCHEMA_VERSION, VERSION_3_COLUMNS
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -143,7 +143,7 @@ def test_a_version_1_database_is_upgraded_with_reasons_read_from_its_text(start_
     ]
     assert client.task(first.task_id).task.last_failure_reason == pb.FAILURE_REASON_UNSPECIFIED
     with sqlite3.connect(scheduler.db) as conn:
-        assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("3",)
+        assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == (str(SCHEMA_VERSION),)
     assert cli("status", env={"EVALFLEET_SCHEDULER": scheduler.address}).returncode == 0
 
 
@@ -151,9 +151,9 @@ def test_a_database_from_a_newer_scheduler_is_refused(start_scheduler, tmp_path)
     scheduler = start_scheduler()
     scheduler.kill()
     with sqlite3.connect(scheduler.db) as conn:
-        conn.execute("UPDATE meta SET value = '4' WHERE key = 'schema_version'")
+        conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION + 1),))
     with pytest.raises(RuntimeError, match="exited with 2"):
         scheduler.restart()
     log = scheduler.log_path.read_text()
-    assert "database schema version 4 is newer than this scheduler's (3)" in log
+    assert f"database schema version {SCHEMA_VERSION + 1} is newer than this scheduler's ({SCHEMA_VERSION})" in log
     assert "Traceback" not in log

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 
 import grpc
@@ -13,6 +14,7 @@ from evalfleet.scheduler_api.limits import MESSAGE_LIMIT
 from evalfleet.v1 import scheduler_pb2 as pb
 from evalfleet.v1 import scheduler_pb2_grpc as pb_grpc
 from manifests.format import canonical_bytes
+from scheduler.artifacts import OWNER_FILE
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -281,3 +283,94 @@ def test_cli_bad_input_exits_2_with_a_message(scheduler, tmp_path):
 def test_cli_unreachable_server_exits_1():
     run = cli("status", "--server", "127.0.0.1:1", timeout=60)
     assert run.returncode == 1 and "UNAVAILABLE" in run.stderr
+
+
+def test_bad_artifact_requests_get_precise_errors_and_store_nothing(seeded):
+    scheduler, _, lease = seeded
+    ref = _lease_ref(lease)
+    body = b"abc"
+    fields = {
+        "lease": ref,
+        "episode_index": lease.episodes[1],
+        "kind": "video",
+        "media_type": "video/mp4",
+        "size_bytes": len(body),
+        "sha256": hashlib.sha256(body).hexdigest(),
+    }
+
+    def header(**changes: object) -> pb.UploadArtifactRequest:
+        return pb.UploadArtifactRequest(header=pb.ArtifactHeader(**{**fields, **changes}))
+
+    chunk = pb.UploadArtifactRequest(chunk=body)
+    uploads = [
+        ([chunk], CODE.INVALID_ARGUMENT, "header: the first message must be the header"),
+        ([], CODE.INVALID_ARGUMENT, "header: the first message must be the header"),
+        ([header(kind="Video!"), chunk], CODE.INVALID_ARGUMENT, "header.kind"),
+        ([header(media_type="mp4"), chunk], CODE.INVALID_ARGUMENT, "header.media_type"),
+        ([header(sha256="xyz"), chunk], CODE.INVALID_ARGUMENT, "header.sha256"),
+        ([header(lease=pb.LeaseRef(fencing_token=1)), chunk], CODE.INVALID_ARGUMENT, "header.lease.task_id"),
+        (
+            [header(lease=pb.LeaseRef(task_id=lease.task_id)), chunk],
+            CODE.INVALID_ARGUMENT,
+            "header.lease.fencing_token",
+        ),
+        ([header(lease=pb.LeaseRef(task_id="nope-1", fencing_token=1)), chunk], CODE.NOT_FOUND, "header.lease.task_id"),
+        (
+            [header(lease=pb.LeaseRef(task_id=lease.task_id, fencing_token=99)), chunk],
+            CODE.FAILED_PRECONDITION,
+            "header.lease.fencing_token",
+        ),
+        ([header(episode_index=99), chunk], CODE.INVALID_ARGUMENT, "header.episode_index"),
+        ([header(), header(), chunk], CODE.INVALID_ARGUMENT, "header: only the first message may be a header"),
+        ([header(), chunk, chunk], CODE.INVALID_ARGUMENT, "header.size_bytes"),
+    ]
+    before = db_fingerprint(scheduler.db)
+    failures = []
+    with grpc.insecure_channel(scheduler.address) as channel:
+        stub = pb_grpc.SchedulerStub(channel)
+        calls = [
+            (f"UploadArtifact {i}", lambda m=messages: stub.UploadArtifact(iter(m), timeout=10), code, text)
+            for i, (messages, code, text) in enumerate(uploads)
+        ]
+        calls += [
+            (
+                "GetArtifact",
+                lambda: list(stub.GetArtifact(pb.GetArtifactRequest(sha256="xyz"), timeout=10)),
+                CODE.INVALID_ARGUMENT,
+                "sha256",
+            ),
+            (
+                "GetArtifact",
+                lambda: list(stub.GetArtifact(pb.GetArtifactRequest(sha256=UNKNOWN_HASH), timeout=10)),
+                CODE.NOT_FOUND,
+                "sha256",
+            ),
+            (
+                "CollectArtifacts",
+                lambda: stub.CollectArtifacts(pb.CollectArtifactsRequest(), timeout=10),
+                CODE.INVALID_ARGUMENT,
+                "submission_id",
+            ),
+            (
+                "CollectArtifacts",
+                lambda: stub.CollectArtifacts(pb.CollectArtifactsRequest(submission_id="nope"), timeout=10),
+                CODE.NOT_FOUND,
+                "submission_id",
+            ),
+            (
+                "CollectArtifacts",
+                lambda: stub.CollectArtifacts(pb.CollectArtifactsRequest(submission_id="good"), timeout=10),
+                CODE.FAILED_PRECONDITION,
+                "submission_id",
+            ),
+        ]
+        for name, call, code, text in calls:
+            with pytest.raises(grpc.RpcError) as caught:
+                call()
+            error = caught.value
+            if error.code() != code or text not in error.details():
+                failures.append(f"{name}: {error.code().name} {error.details()!r}; wanted {code.name} naming {text!r}")
+    assert not failures, "\n".join(failures)
+    assert db_fingerprint(scheduler.db) == before
+    store = scheduler.db.with_name(scheduler.db.name + ".artifacts")
+    assert [path for path in store.rglob("*") if path.is_file() and path.name != OWNER_FILE] == []

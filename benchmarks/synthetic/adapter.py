@@ -6,12 +6,20 @@ observation that is a pure function of (seed, step), and reports the entry's suc
 has taken all its steps. ``time_scale`` paces the steps in wall time (1.0: the entry's duration,
 0.0: as fast as possible), so the worker, load tests and a makespan benchmark can run the same
 manifest at real or compressed speed and still predict the outcome exactly.
+
+With ``artifact_bytes`` > 0 every episode also writes a file of that size (kind ``synthetic``) into
+``artifact_dir`` and names it in its verdict, standing in for a video until the worker records
+them: the worker uploads it like any artifact. Its bytes start with the episode id and a random
+nonce, so the files of two attempts at one episode differ.
 """
 
 from __future__ import annotations
 
 import math
+import os
+import tempfile
 import time
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +27,7 @@ import numpy as np
 
 from benchmarks.base import (
     Action,
+    ArtifactFile,
     Benchmark,
     BenchmarkError,
     Episode,
@@ -53,6 +62,8 @@ class SyntheticBenchmark(Benchmark):
         steps_per_second: float = 10.0,
         image_size: int = 8,
         action_dim: int = 7,
+        artifact_bytes: int = 0,
+        artifact_dir: str = "",
     ) -> None:
         if not (math.isfinite(time_scale) and time_scale >= 0):
             raise ValueError(f"time_scale must be a finite number >= 0, got {time_scale}")
@@ -60,10 +71,14 @@ class SyntheticBenchmark(Benchmark):
             raise ValueError(f"steps_per_second must be a finite number > 0, got {steps_per_second}")
         if image_size < 1 or action_dim < 1:
             raise ValueError(f"image_size and action_dim must be >= 1, got {image_size}, {action_dim}")
+        if isinstance(artifact_bytes, bool) or not isinstance(artifact_bytes, int) or artifact_bytes < 0:
+            raise ValueError(f"artifact_bytes must be an integer >= 0, got {artifact_bytes!r}")
         self.time_scale = time_scale
         self.steps_per_second = steps_per_second
         self.image_size = image_size
         self.action_dim = action_dim
+        self.artifact_bytes = artifact_bytes
+        self.artifact_dir = artifact_dir or (tempfile.mkdtemp(prefix="synthetic-artifacts-") if artifact_bytes else "")
 
     def open_episode(self, manifest: Manifest, index: int) -> SyntheticEpisode:
         entry = episode_entry(manifest, NAME, index)
@@ -75,6 +90,8 @@ class SyntheticBenchmark(Benchmark):
             step_wall_s=spec.duration_s * self.time_scale / total,
             image_size=self.image_size,
             action_dim=self.action_dim,
+            artifact_bytes=self.artifact_bytes,
+            artifact_dir=self.artifact_dir,
         )
 
 
@@ -105,7 +122,15 @@ class SyntheticEpisode(Episode):
     """Steps through a fixed number of deterministic observations, paced by a monotonic clock."""
 
     def __init__(
-        self, spec: _EntrySpec, *, total_steps: int, step_wall_s: float, image_size: int, action_dim: int
+        self,
+        spec: _EntrySpec,
+        *,
+        total_steps: int,
+        step_wall_s: float,
+        image_size: int,
+        action_dim: int,
+        artifact_bytes: int = 0,
+        artifact_dir: str = "",
     ) -> None:
         self.instruction = f"synthetic episode {spec.episode_id}"
         self.action_dim = action_dim
@@ -116,6 +141,9 @@ class SyntheticEpisode(Episode):
         self._steps = 0
         self._started_at: float | None = None
         self._trace = TraceDigest()
+        self._artifact_bytes = artifact_bytes
+        self._artifact_dir = artifact_dir
+        self._artifacts: tuple[ArtifactFile, ...] = ()
 
     def reset(self) -> Observation:
         self._steps = 0
@@ -148,7 +176,21 @@ class SyntheticEpisode(Episode):
             steps=self._steps,
             trace_digest=self._trace.hexdigest(),
             info={"duration_s": self._spec.duration_s, "planned_steps": self.max_steps},
+            artifacts=self._write_artifact(),
         )
+
+    def _write_artifact(self) -> tuple[ArtifactFile, ...]:
+        """The episode's stand-in artifact, written once it is done (when asked for)."""
+        if self._artifact_bytes and self.done and not self._artifacts:
+            nonce = uuid.uuid4().hex
+            head = f"synthetic artifact {self._spec.episode_id} {nonce}\n".encode()
+            body = (head + os.urandom(max(0, self._artifact_bytes - len(head))))[: self._artifact_bytes]
+            os.makedirs(self._artifact_dir, exist_ok=True)
+            path = os.path.join(self._artifact_dir, f"{self._spec.episode_id}-{nonce}.bin")
+            with open(path, "wb") as file:
+                file.write(body)
+            self._artifacts = (ArtifactFile(path, "synthetic", "application/octet-stream"),)
+        return self._artifacts
 
     def _observe(self) -> Observation:
         rng = np.random.Generator(np.random.PCG64([self._spec.seed, self._steps]))

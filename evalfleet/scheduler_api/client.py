@@ -8,19 +8,20 @@ than raw ``grpc.RpcError``. Wire types are the generated protobuf messages: ``cl
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import secrets
 import time
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any, BinaryIO
 
 import grpc
 
 from evalfleet.auth import bearer_metadata
 from evalfleet.channels import channel_options, open_channel
 from evalfleet.scheduler_api.errors import from_rpc_error
-from evalfleet.scheduler_api.limits import MAX_TEXT_BYTES, MESSAGE_LIMIT
+from evalfleet.scheduler_api.limits import ARTIFACT_CHUNK_BYTES, MAX_TEXT_BYTES, MESSAGE_LIMIT
 from evalfleet.scheduler_api.vocabulary import task_state, task_state_name
 from evalfleet.v1 import scheduler_pb2 as pb
 from evalfleet.v1 import scheduler_pb2_grpc as pb_grpc
@@ -244,6 +245,67 @@ class SchedulerClient:
     def release(self, lease: Lease, reason: str = "") -> None:
         self._call("Release", pb.ReleaseRequest(lease=_ref(lease), reason=clip_text(reason)))
 
+    def upload_artifact(
+        self,
+        lease: Lease,
+        episode_index: int,
+        path: str | os.PathLike[str],
+        kind: str,
+        media_type: str,
+        *,
+        chunk_bytes: int = ARTIFACT_CHUNK_BYTES,
+        timeout: float | None = None,
+    ) -> pb.UploadArtifactResponse:
+        """Uploads one file an episode produced, under the lease that ran it, in chunks.
+
+        The file is read twice (its sha256 first, then its bytes), never held in memory whole. The
+        scheduler lists it on the episode once the lease's result for it is stored, and refuses it
+        when the lease is stale (``StaleLease``), the file is too large (``ResourceExhausted``) or
+        the bytes changed between the two reads (``InvalidArgument``).
+        """
+        digest, size = file_sha256(path, chunk_bytes)
+        header = pb.ArtifactHeader(
+            lease=_ref(lease),
+            episode_index=episode_index,
+            kind=kind,
+            media_type=media_type,
+            size_bytes=size,
+            sha256=digest,
+        )
+
+        def messages() -> Iterator[pb.UploadArtifactRequest]:
+            yield pb.UploadArtifactRequest(header=header)
+            with open(path, "rb") as file:
+                while chunk := file.read(chunk_bytes):
+                    yield pb.UploadArtifactRequest(chunk=chunk)
+
+        response: pb.UploadArtifactResponse = self._call("UploadArtifact", messages(), timeout)
+        return response
+
+    def download_artifact(self, sha256: str, out: BinaryIO) -> int:
+        """Writes a stored artifact's bytes to ``out`` as they arrive; returns how many. The bytes
+        are checked against ``sha256`` (``ValueError`` when they differ)."""
+        digest, written = hashlib.sha256(), 0
+        try:
+            for chunk in self._stub.GetArtifact(
+                pb.GetArtifactRequest(sha256=sha256), timeout=self.timeout, metadata=self._metadata
+            ):
+                digest.update(chunk.data)
+                out.write(chunk.data)
+                written += len(chunk.data)
+        except grpc.RpcError as error:
+            raise from_rpc_error(error) from None
+        if digest.hexdigest() != sha256:
+            raise ValueError(f"artifact {sha256}: the scheduler sent bytes that hash to {digest.hexdigest()}")
+        return written
+
+    def collect_artifacts(self, submission_id: str, *, force: bool = False) -> pb.CollectArtifactsResponse:
+        """Frees the space of a finished submission's artifacts (``force``: also an unfinished one)."""
+        response: pb.CollectArtifactsResponse = self._call(
+            "CollectArtifacts", pb.CollectArtifactsRequest(submission_id=submission_id, force=force)
+        )
+        return response
+
     # Reads and operations ---------------------------------------------------------------------
 
     def status(self, submission_id: str = "") -> pb.GetStatusResponse:
@@ -324,6 +386,16 @@ def clip_text(text: str, limit: int = MAX_TEXT_BYTES) -> str:
         return text
     marker = f" [... cut; {len(encoded)} bytes in all]"
     return encoded[: limit - len(marker)].decode("utf-8", "ignore") + marker
+
+
+def file_sha256(path: str | os.PathLike[str], chunk_bytes: int = ARTIFACT_CHUNK_BYTES) -> tuple[str, int]:
+    """The sha256 and size of a file, read in chunks."""
+    digest, size = hashlib.sha256(), 0
+    with open(path, "rb") as file:
+        while chunk := file.read(chunk_bytes):
+            digest.update(chunk)
+            size += len(chunk)
+    return digest.hexdigest(), size
 
 
 def _ref(lease: Lease) -> pb.LeaseRef:

@@ -67,6 +67,14 @@ class PreconditionFailed(SchedulerError):
     kind = Kind.ERROR_KIND_PRECONDITION_FAILED
 
 
+class ResourceExhausted(SchedulerError):
+    """A limit of the scheduler's was reached (an artifact's size, the artifacts' total); the
+    message names the limit and its flag."""
+
+    code = grpc.StatusCode.RESOURCE_EXHAUSTED
+    kind = Kind.ERROR_KIND_RESOURCE_EXHAUSTED
+
+
 class Unauthenticated(SchedulerError):
     code = grpc.StatusCode.UNAUTHENTICATED
     kind = Kind.ERROR_KIND_UNAUTHENTICATED
@@ -85,7 +93,16 @@ class Unavailable(SchedulerError):
 
 KINDS: dict[int, type[SchedulerError]] = {
     cls.kind: cls
-    for cls in (InvalidArgument, NotFound, Conflict, StaleLease, PreconditionFailed, Unauthenticated, Unavailable)
+    for cls in (
+        InvalidArgument,
+        NotFound,
+        Conflict,
+        StaleLease,
+        PreconditionFailed,
+        ResourceExhausted,
+        Unauthenticated,
+        Unavailable,
+    )
 }
 
 

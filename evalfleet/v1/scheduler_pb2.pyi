@@ -38,6 +38,7 @@ class ErrorKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     ERROR_KIND_PRECONDITION_FAILED: _ClassVar[ErrorKind]
     ERROR_KIND_UNAUTHENTICATED: _ClassVar[ErrorKind]
     ERROR_KIND_UNAVAILABLE: _ClassVar[ErrorKind]
+    ERROR_KIND_RESOURCE_EXHAUSTED: _ClassVar[ErrorKind]
 TASK_STATE_UNSPECIFIED: TaskState
 TASK_STATE_PENDING: TaskState
 TASK_STATE_LEASED: TaskState
@@ -61,6 +62,7 @@ ERROR_KIND_STALE_LEASE: ErrorKind
 ERROR_KIND_PRECONDITION_FAILED: ErrorKind
 ERROR_KIND_UNAUTHENTICATED: ErrorKind
 ERROR_KIND_UNAVAILABLE: ErrorKind
+ERROR_KIND_RESOURCE_EXHAUSTED: ErrorKind
 
 class PutManifestRequest(_message.Message):
     __slots__ = ("body", "expected_hash")
@@ -577,16 +579,18 @@ class Attempt(_message.Message):
     def __init__(self, attempt: _Optional[int] = ..., fencing_token: _Optional[int] = ..., worker_id: _Optional[str] = ..., started_at: _Optional[float] = ..., ended_at: _Optional[float] = ..., outcome: _Optional[str] = ..., error: _Optional[str] = ..., failure_reason: _Optional[_Union[FailureReason, str]] = ...) -> None: ...
 
 class StoredEpisode(_message.Message):
-    __slots__ = ("result", "fencing_token", "worker_id", "reported_at")
+    __slots__ = ("result", "fencing_token", "worker_id", "reported_at", "artifacts")
     RESULT_FIELD_NUMBER: _ClassVar[int]
     FENCING_TOKEN_FIELD_NUMBER: _ClassVar[int]
     WORKER_ID_FIELD_NUMBER: _ClassVar[int]
     REPORTED_AT_FIELD_NUMBER: _ClassVar[int]
+    ARTIFACTS_FIELD_NUMBER: _ClassVar[int]
     result: EpisodeResult
     fencing_token: int
     worker_id: str
     reported_at: float
-    def __init__(self, result: _Optional[_Union[EpisodeResult, _Mapping]] = ..., fencing_token: _Optional[int] = ..., worker_id: _Optional[str] = ..., reported_at: _Optional[float] = ...) -> None: ...
+    artifacts: _containers.RepeatedCompositeFieldContainer[Artifact]
+    def __init__(self, result: _Optional[_Union[EpisodeResult, _Mapping]] = ..., fencing_token: _Optional[int] = ..., worker_id: _Optional[str] = ..., reported_at: _Optional[float] = ..., artifacts: _Optional[_Iterable[_Union[Artifact, _Mapping]]] = ...) -> None: ...
 
 class GetTaskResponse(_message.Message):
     __slots__ = ("task", "attempts", "episodes")
@@ -623,3 +627,91 @@ class ChangeResponse(_message.Message):
     CHANGED_FIELD_NUMBER: _ClassVar[int]
     changed: int
     def __init__(self, changed: _Optional[int] = ...) -> None: ...
+
+class Artifact(_message.Message):
+    __slots__ = ("sha256", "kind", "media_type", "size_bytes", "task_id", "episode_index", "fencing_token", "uploaded_at", "collected_at")
+    SHA256_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    MEDIA_TYPE_FIELD_NUMBER: _ClassVar[int]
+    SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    EPISODE_INDEX_FIELD_NUMBER: _ClassVar[int]
+    FENCING_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    UPLOADED_AT_FIELD_NUMBER: _ClassVar[int]
+    COLLECTED_AT_FIELD_NUMBER: _ClassVar[int]
+    sha256: str
+    kind: str
+    media_type: str
+    size_bytes: int
+    task_id: str
+    episode_index: int
+    fencing_token: int
+    uploaded_at: float
+    collected_at: float
+    def __init__(self, sha256: _Optional[str] = ..., kind: _Optional[str] = ..., media_type: _Optional[str] = ..., size_bytes: _Optional[int] = ..., task_id: _Optional[str] = ..., episode_index: _Optional[int] = ..., fencing_token: _Optional[int] = ..., uploaded_at: _Optional[float] = ..., collected_at: _Optional[float] = ...) -> None: ...
+
+class ArtifactHeader(_message.Message):
+    __slots__ = ("lease", "episode_index", "kind", "media_type", "size_bytes", "sha256")
+    LEASE_FIELD_NUMBER: _ClassVar[int]
+    EPISODE_INDEX_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    MEDIA_TYPE_FIELD_NUMBER: _ClassVar[int]
+    SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    SHA256_FIELD_NUMBER: _ClassVar[int]
+    lease: LeaseRef
+    episode_index: int
+    kind: str
+    media_type: str
+    size_bytes: int
+    sha256: str
+    def __init__(self, lease: _Optional[_Union[LeaseRef, _Mapping]] = ..., episode_index: _Optional[int] = ..., kind: _Optional[str] = ..., media_type: _Optional[str] = ..., size_bytes: _Optional[int] = ..., sha256: _Optional[str] = ...) -> None: ...
+
+class UploadArtifactRequest(_message.Message):
+    __slots__ = ("header", "chunk")
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    CHUNK_FIELD_NUMBER: _ClassVar[int]
+    header: ArtifactHeader
+    chunk: bytes
+    def __init__(self, header: _Optional[_Union[ArtifactHeader, _Mapping]] = ..., chunk: _Optional[bytes] = ...) -> None: ...
+
+class UploadArtifactResponse(_message.Message):
+    __slots__ = ("artifact", "created")
+    ARTIFACT_FIELD_NUMBER: _ClassVar[int]
+    CREATED_FIELD_NUMBER: _ClassVar[int]
+    artifact: Artifact
+    created: bool
+    def __init__(self, artifact: _Optional[_Union[Artifact, _Mapping]] = ..., created: _Optional[bool] = ...) -> None: ...
+
+class GetArtifactRequest(_message.Message):
+    __slots__ = ("sha256",)
+    SHA256_FIELD_NUMBER: _ClassVar[int]
+    sha256: str
+    def __init__(self, sha256: _Optional[str] = ...) -> None: ...
+
+class ArtifactChunk(_message.Message):
+    __slots__ = ("data", "size_bytes", "media_type")
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    MEDIA_TYPE_FIELD_NUMBER: _ClassVar[int]
+    data: bytes
+    size_bytes: int
+    media_type: str
+    def __init__(self, data: _Optional[bytes] = ..., size_bytes: _Optional[int] = ..., media_type: _Optional[str] = ...) -> None: ...
+
+class CollectArtifactsRequest(_message.Message):
+    __slots__ = ("submission_id", "force")
+    SUBMISSION_ID_FIELD_NUMBER: _ClassVar[int]
+    FORCE_FIELD_NUMBER: _ClassVar[int]
+    submission_id: str
+    force: bool
+    def __init__(self, submission_id: _Optional[str] = ..., force: _Optional[bool] = ...) -> None: ...
+
+class CollectArtifactsResponse(_message.Message):
+    __slots__ = ("artifacts_collected", "files_deleted", "bytes_freed")
+    ARTIFACTS_COLLECTED_FIELD_NUMBER: _ClassVar[int]
+    FILES_DELETED_FIELD_NUMBER: _ClassVar[int]
+    BYTES_FREED_FIELD_NUMBER: _ClassVar[int]
+    artifacts_collected: int
+    files_deleted: int
+    bytes_freed: int
+    def __init__(self, artifacts_collected: _Optional[int] = ..., files_deleted: _Optional[int] = ..., bytes_freed: _Optional[int] = ...) -> None: ...

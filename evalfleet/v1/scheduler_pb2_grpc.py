@@ -124,6 +124,21 @@ class SchedulerStub:
                 request_serializer=evalfleet_dot_v1_dot_scheduler__pb2.SetPriorityRequest.SerializeToString,
                 response_deserializer=evalfleet_dot_v1_dot_scheduler__pb2.ChangeResponse.FromString,
                 _registered_method=True)
+        self.UploadArtifact = channel.stream_unary(
+                '/evalfleet.v1.Scheduler/UploadArtifact',
+                request_serializer=evalfleet_dot_v1_dot_scheduler__pb2.UploadArtifactRequest.SerializeToString,
+                response_deserializer=evalfleet_dot_v1_dot_scheduler__pb2.UploadArtifactResponse.FromString,
+                _registered_method=True)
+        self.GetArtifact = channel.unary_stream(
+                '/evalfleet.v1.Scheduler/GetArtifact',
+                request_serializer=evalfleet_dot_v1_dot_scheduler__pb2.GetArtifactRequest.SerializeToString,
+                response_deserializer=evalfleet_dot_v1_dot_scheduler__pb2.ArtifactChunk.FromString,
+                _registered_method=True)
+        self.CollectArtifacts = channel.unary_unary(
+                '/evalfleet.v1.Scheduler/CollectArtifacts',
+                request_serializer=evalfleet_dot_v1_dot_scheduler__pb2.CollectArtifactsRequest.SerializeToString,
+                response_deserializer=evalfleet_dot_v1_dot_scheduler__pb2.CollectArtifactsResponse.FromString,
+                _registered_method=True)
 
 
 class SchedulerServicer:
@@ -244,6 +259,29 @@ class SchedulerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def UploadArtifact(self, request_iterator, context):
+        """Episode artifacts (videos, ...): files an episode produced, stored by the sha256 of their bytes
+        beside the database. The upload is fenced like every other write about a task: the first
+        message is an ArtifactHeader naming the lease, the rest are chunks of the file.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetArtifact(self, request, context):
+        """The bytes of a stored artifact, in chunks, in order.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CollectArtifacts(self, request, context):
+        """Frees the space of a finished submission's artifacts; their links stay, marked collected.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SchedulerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -336,6 +374,21 @@ def add_SchedulerServicer_to_server(servicer, server):
                     servicer.SetPriority,
                     request_deserializer=evalfleet_dot_v1_dot_scheduler__pb2.SetPriorityRequest.FromString,
                     response_serializer=evalfleet_dot_v1_dot_scheduler__pb2.ChangeResponse.SerializeToString,
+            ),
+            'UploadArtifact': grpc.stream_unary_rpc_method_handler(
+                    servicer.UploadArtifact,
+                    request_deserializer=evalfleet_dot_v1_dot_scheduler__pb2.UploadArtifactRequest.FromString,
+                    response_serializer=evalfleet_dot_v1_dot_scheduler__pb2.UploadArtifactResponse.SerializeToString,
+            ),
+            'GetArtifact': grpc.unary_stream_rpc_method_handler(
+                    servicer.GetArtifact,
+                    request_deserializer=evalfleet_dot_v1_dot_scheduler__pb2.GetArtifactRequest.FromString,
+                    response_serializer=evalfleet_dot_v1_dot_scheduler__pb2.ArtifactChunk.SerializeToString,
+            ),
+            'CollectArtifacts': grpc.unary_unary_rpc_method_handler(
+                    servicer.CollectArtifacts,
+                    request_deserializer=evalfleet_dot_v1_dot_scheduler__pb2.CollectArtifactsRequest.FromString,
+                    response_serializer=evalfleet_dot_v1_dot_scheduler__pb2.CollectArtifactsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -824,6 +877,87 @@ class Scheduler:
             '/evalfleet.v1.Scheduler/SetPriority',
             evalfleet_dot_v1_dot_scheduler__pb2.SetPriorityRequest.SerializeToString,
             evalfleet_dot_v1_dot_scheduler__pb2.ChangeResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UploadArtifact(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_unary(
+            request_iterator,
+            target,
+            '/evalfleet.v1.Scheduler/UploadArtifact',
+            evalfleet_dot_v1_dot_scheduler__pb2.UploadArtifactRequest.SerializeToString,
+            evalfleet_dot_v1_dot_scheduler__pb2.UploadArtifactResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetArtifact(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/evalfleet.v1.Scheduler/GetArtifact',
+            evalfleet_dot_v1_dot_scheduler__pb2.GetArtifactRequest.SerializeToString,
+            evalfleet_dot_v1_dot_scheduler__pb2.ArtifactChunk.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CollectArtifacts(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/evalfleet.v1.Scheduler/CollectArtifacts',
+            evalfleet_dot_v1_dot_scheduler__pb2.CollectArtifactsRequest.SerializeToString,
+            evalfleet_dot_v1_dot_scheduler__pb2.CollectArtifactsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -5,9 +5,9 @@ input (ours or refused by the server) prints one line on stderr and exits 2; an 
 server exits 1.
 
 One module per job: ``serve`` launches the server, ``operate`` submits, follows and changes
-evaluations, ``results`` reads and compares them, ``manifests`` builds and checks sealed manifests
-offline, ``database`` backs the database up; ``common`` holds what they share (connection flags,
-exit codes, printing).
+evaluations, ``results`` reads and compares them, ``artifacts`` downloads and collects episode
+files, ``manifests`` builds and checks sealed manifests offline, ``database`` backs the database up;
+``common`` holds what they share (connection flags, exit codes, printing).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import grpc
 from evalfleet.auth import CredentialError
 from evalfleet.scheduler_api.errors import SchedulerError
 from manifests import format as manifest_format
-from scheduler.cli import database, manifests, operate, results, serve
+from scheduler.cli import artifacts, database, manifests, operate, results, serve
 from scheduler.cli.common import EXIT_BAD_INPUT, EXIT_UNAVAILABLE, UsageError
 
 _BAD_INPUT_CODES = {
@@ -61,6 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     operate.add_submission_commands(commands)
     results.add_commands(commands)
     operate.add_task_commands(commands)
+    artifacts.add_commands(commands)
     manifests.add_commands(commands)
     database.add_commands(commands)
     return parser

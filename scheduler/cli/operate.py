@@ -277,7 +277,7 @@ def cmd_task(args: argparse.Namespace) -> int:
             attempt.error.removeprefix(f"[{reason}] ") if reason else attempt.error,
         )
     episodes = Table(title="episodes")
-    for column in ("episode", "success", "steps", "wall s", "worker", "token"):
+    for column in ("episode", "success", "steps", "wall s", "worker", "token", "artifacts"):
         episodes.add_column(column)
     for stored in response.episodes:
         episodes.add_row(
@@ -287,11 +287,18 @@ def cmd_task(args: argparse.Namespace) -> int:
             f"{stored.result.wall_seconds:.1f}",
             stored.worker_id,
             str(stored.fencing_token),
+            "\n".join(_artifact_cell(artifact) for artifact in stored.artifacts),
         )
     out = console()
     out.print(attempts)
     out.print(episodes)
     return 0
+
+
+def _artifact_cell(artifact: pb.Artifact) -> str:
+    """``video <sha256> 1.2 MB``: the hash `scheduler artifact get` takes, and its size or "collected"."""
+    where = "collected" if artifact.collected_at else f"{artifact.size_bytes / 1e6:.1f} MB"
+    return f"{artifact.kind} {artifact.sha256} {where}"
 
 
 def cmd_workers(args: argparse.Namespace) -> int:

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from evalfleet.auth import ExposureError, check_exposure, read_pem, read_token
+from scheduler.artifacts import ArtifactLimits, ArtifactStoreError
 from scheduler.cli.common import UsageError
 
 if TYPE_CHECKING:
@@ -39,7 +41,38 @@ def add_commands(commands: Subcommands) -> None:
         default=None,
         help="serve the web dashboard and /metrics on this port, same host and token (0 picks one; off by default)",
     )
+    serve.add_argument(
+        "--artifacts-dir",
+        type=Path,
+        default=None,
+        help="where episode artifacts (videos) are stored, by sha256 (default: DB.artifacts beside the database)",
+    )
+    serve.add_argument(
+        "--max-artifact-bytes",
+        type=byte_size,
+        default=ArtifactLimits.per_artifact_bytes,
+        metavar="SIZE",
+        help="largest artifact accepted, e.g. 512M (default 512M)",
+    )
+    serve.add_argument(
+        "--max-artifacts-total-bytes",
+        type=byte_size,
+        default=ArtifactLimits.total_bytes,
+        metavar="SIZE",
+        help="all stored artifacts together, e.g. 64G (default 64G); `scheduler gc` frees space",
+    )
     serve.set_defaults(func=cmd_serve)
+
+
+_UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
+
+
+def byte_size(text: str) -> int:
+    """A size in bytes, with an optional binary suffix: 1048576, 512K, 64M, 2G."""
+    match = re.fullmatch(r"(\d+)([KMGT]?)", text.strip().upper())
+    if match is None:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a size (bytes, or a number with K, M, G or T)")
+    return int(match[1]) * _UNITS[match[2]]
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -70,11 +103,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
         tls_cert=read_pem(args.tls_cert, "--tls-cert") if args.tls_cert else None,
         tls_key=read_pem(args.tls_key, "--tls-key") if args.tls_key else None,
         http_port=args.http_port,
+        artifacts_dir=args.artifacts_dir,
+        artifact_limits=ArtifactLimits(args.max_artifact_bytes, args.max_artifacts_total_bytes),
     )
     try:
         asyncio.run(serve(config))
     except DatabaseRefused as exc:
         raise UsageError(f"{args.db}: {exc}") from None
+    except ArtifactStoreError as exc:
+        raise UsageError(str(exc)) from None
     except PortTaken as exc:
         raise UsageError(str(exc)) from None
     return 0

@@ -193,18 +193,21 @@ def claim(
     )
 
 
-def _current_task(conn: sqlite3.Connection, task_id: str, fencing_token: int) -> sqlite3.Row:
-    """The fencing rule, in one place: the task exists, the token is its latest, and it is leased."""
+def current_task(conn: sqlite3.Connection, task_id: str, fencing_token: int, field: str = "lease") -> sqlite3.Row:
+    """The fencing rule, in one place: the task exists, the token is its latest, and it is leased.
+
+    ``field`` names the request's ``LeaseRef`` in refusals (an artifact upload's is ``header.lease``).
+    """
     task: sqlite3.Row | None = conn.execute("SELECT * FROM tasks WHERE id = ?", (task_id,)).fetchone()
     if task is None:
-        raise NotFound(f"no task {task_id!r}", field="lease.task_id")
+        raise NotFound(f"no task {task_id!r}", field=f"{field}.task_id")
     if task["fencing_token"] != fencing_token:
         raise StaleLease(
             f"task {task_id} is at fencing token {task['fencing_token']}, this lease holds {fencing_token}",
-            field="lease.fencing_token",
+            field=f"{field}.fencing_token",
         )
     if task["state"] != "leased":
-        raise StaleLease(f"task {task_id} is {task['state']}, no longer leased", field="lease")
+        raise StaleLease(f"task {task_id} is {task['state']}, no longer leased", field=field)
     return task
 
 
@@ -245,7 +248,7 @@ def heartbeat(
     task = conn.execute("SELECT state, fencing_token FROM tasks WHERE id = ?", (task_id,)).fetchone()
     if task is not None and task["state"] == "cancelled" and task["fencing_token"] == fencing_token:
         return now, True
-    _current_task(conn, task_id, fencing_token)
+    current_task(conn, task_id, fencing_token)
     deadline = now + lease_seconds
     conn.execute("UPDATE tasks SET lease_deadline = ? WHERE id = ?", (deadline, task_id))
     if worker_id:
@@ -267,7 +270,7 @@ def report_episode(
     An index outside the task's episodes is refused naming ``field``. How the episode was run
     (``execute_steps``, ``remote``) is stored with it.
     """
-    task = _current_task(conn, task_id, fencing_token)
+    task = current_task(conn, task_id, fencing_token)
     index = result.episode_index
     if not task["episode_start"] <= index < task["episode_end"]:
         raise InvalidArgument(
@@ -310,7 +313,7 @@ def remote_json(remote: pb.RemotePolicy) -> str:
 
 def complete(conn: sqlite3.Connection, task_id: str, fencing_token: int, result_json: str, now: float) -> None:
     """Marks the task succeeded; refused while any of its episodes has no stored result."""
-    task = _current_task(conn, task_id, fencing_token)
+    task = current_task(conn, task_id, fencing_token)
     stored = conn.execute("SELECT COUNT(*) FROM episode_results WHERE task_id = ?", (task_id,)).fetchone()[0]
     planned = task["episode_end"] - task["episode_start"]
     if stored != planned:
@@ -339,7 +342,7 @@ def fail(
     The task goes back to pending when the failure is retryable and attempts remain, else it fails.
     The text kept for people is "[reason] error"; the reason is also kept as its number.
     """
-    task = _current_task(conn, task_id, fencing_token)
+    task = current_task(conn, task_id, fencing_token)
     state = "pending" if retryable and task["attempts"] < task["max_attempts"] else "failed"
     text = failure_text(reason, error)
     conn.execute(
@@ -353,7 +356,7 @@ def fail(
 
 def release(conn: sqlite3.Connection, task_id: str, fencing_token: int, reason: str, now: float) -> None:
     """Hands a lease back without spending its attempt (a worker shutting down cleanly)."""
-    task = _current_task(conn, task_id, fencing_token)
+    task = current_task(conn, task_id, fencing_token)
     conn.execute(
         "UPDATE tasks SET state = 'pending', attempts = attempts - 1, lease_deadline = NULL, updated_at = ?"
         " WHERE id = ?",

@@ -18,6 +18,7 @@ from google.protobuf import json_format
 from evalfleet.scheduler_api.errors import InvalidArgument, NotFound
 from evalfleet.scheduler_api.vocabulary import TASK_STATE_NAMES_BY_ENUM, TASK_STATES
 from evalfleet.v1 import scheduler_pb2 as pb
+from scheduler.store import artifacts
 from scheduler.store.leases import Lease
 
 # How many tasks one ListTasks (or the dashboard's task table) returns: by default, and at most.
@@ -266,7 +267,8 @@ def _task_info(row: sqlite3.Row) -> pb.TaskInfo:
 
 
 def get_task(conn: sqlite3.Connection, task_id: str) -> pb.GetTaskResponse:
-    """One task with its whole attempt history (every lease, kept after it ends) and its results."""
+    """One task with its whole attempt history (every lease, kept after it ends) and its results,
+    each with the artifacts the attempt that stored it uploaded."""
     row = conn.execute(
         "SELECT t.*, (SELECT COUNT(*) FROM episode_results r WHERE r.task_id = t.id) AS done FROM tasks t WHERE id = ?",
         (task_id,),
@@ -287,6 +289,7 @@ def get_task(conn: sqlite3.Connection, task_id: str) -> pb.GetTaskResponse:
                 failure_reason=attempt["failure_reason"],
             )
         )
+    uploaded = artifacts.by_episode(conn.execute("SELECT * FROM artifacts WHERE task_id = ? ORDER BY kind", (task_id,)))
     for result in conn.execute("SELECT * FROM episode_results WHERE task_id = ? ORDER BY episode_index", (task_id,)):
         response.episodes.append(
             pb.StoredEpisode(
@@ -303,6 +306,8 @@ def get_task(conn: sqlite3.Connection, task_id: str) -> pb.GetTaskResponse:
                 fencing_token=result["fencing_token"],
                 worker_id=result["worker_id"],
                 reported_at=result["reported_at"],
+                # Only the scored attempt's files: those its lease uploaded.
+                artifacts=uploaded.get((result["episode_index"], result["fencing_token"]), []),
             )
         )
     return response

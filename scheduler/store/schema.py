@@ -9,6 +9,10 @@ How an episode was run is kept with its result: ``execute_steps`` (actions of ea
 NULL for results stored before version 3) and ``remote`` (the remote policy server that answered,
 as canonical JSON of a ``RemotePolicy``; empty when the policy ran in the inference server). A
 submission's and its tasks' ``execute_steps`` is the submission's override (NULL: none).
+Episode artifacts (version 4): ``artifact_files`` has one row per file in the artifact store (named
+by its sha256, see ``scheduler.artifacts``), ``artifacts`` one row per upload, keyed by the lease
+that made it; an episode lists the rows whose ``fencing_token`` is its stored result's, so only the
+attempt that was scored shows its files. ``collected_at`` is set when ``gc`` freed the bytes.
 
 A connection runs in WAL mode, so readers never wait for the writer; the one writer connection
 belongs to ``scheduler.writer``.
@@ -22,9 +26,35 @@ from pathlib import Path
 from evalfleet.scheduler_api.vocabulary import failure_reason_name
 from evalfleet.v1 import scheduler_pb2 as pb
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
-SCHEMA = """
+# Version 4's tables, created by upgrading from version 3 as in a new database.
+ARTIFACT_TABLES = """
+CREATE TABLE IF NOT EXISTS artifact_files (
+    sha256 TEXT PRIMARY KEY,
+    size INTEGER NOT NULL,
+    media_type TEXT NOT NULL,
+    stored_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS artifacts (
+    task_id TEXT NOT NULL,
+    episode_index INTEGER NOT NULL,
+    fencing_token INTEGER NOT NULL,
+    kind TEXT NOT NULL,
+    submission_id TEXT NOT NULL,
+    sha256 TEXT NOT NULL,
+    size INTEGER NOT NULL,
+    media_type TEXT NOT NULL,
+    uploaded_at REAL NOT NULL,
+    collected_at REAL,
+    PRIMARY KEY (task_id, episode_index, fencing_token, kind)
+);
+CREATE INDEX IF NOT EXISTS artifacts_submission ON artifacts (submission_id);
+CREATE INDEX IF NOT EXISTS artifacts_sha256 ON artifacts (sha256);
+"""
+
+SCHEMA = (
+    """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS manifests (
     hash TEXT PRIMARY KEY,
@@ -115,6 +145,8 @@ CREATE TABLE IF NOT EXISTS workers (
     current_task TEXT NOT NULL DEFAULT ''
 );
 """
+    + ARTIFACT_TABLES
+)
 
 # The values of ``attempts.outcome``: an attempt is ``running`` while its lease is current.
 ATTEMPT_OUTCOMES = ("running", "succeeded", "failed", "released", "lost", "cancelled")
@@ -200,6 +232,8 @@ def initialize(conn: sqlite3.Connection) -> None:
                 _upgrade_from_1(conn)
             if version in (1, 2):
                 _upgrade_from_2(conn)
+            if version in (1, 2, 3):
+                _upgrade_from_3(conn)
             # Not executescript: it commits first, and the upgrade would not be one transaction.
             for statement in SCHEMA_STATEMENTS:
                 conn.execute(statement)
@@ -308,3 +342,10 @@ def _upgrade_from_2(conn: sqlite3.Connection) -> None:
     for table, column, kind in VERSION_3_COLUMNS:
         if column not in {row["name"] for row in conn.execute(f"PRAGMA table_info({table})")}:
             conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
+
+
+def _upgrade_from_3(conn: sqlite3.Connection) -> None:
+    """Version 4 stores episode artifacts: two new tables, nothing changed in the others. A version 3
+    database had no artifacts, so its episodes list none."""
+    for statement in _statements(ARTIFACT_TABLES):
+        conn.execute(statement)

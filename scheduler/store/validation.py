@@ -64,3 +64,18 @@ def check_execute_steps(value: int, field: str) -> int:
     if not 0 <= value <= MAX_EXECUTE_STEPS:
         raise InvalidArgument(f"{value} is outside [0, {MAX_EXECUTE_STEPS}] (0: the whole chunk)", field=field)
     return value
+
+
+ARTIFACT_KIND_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
+# A media type as RFC 6838 spells one, without parameters: "video/mp4".
+MEDIA_TYPE_RE = re.compile(r"^[a-z0-9][a-z0-9!#$&^_.+-]{0,62}/[a-z0-9][a-z0-9!#$&^_.+-]{0,62}$")
+
+
+def check_artifact_kind(value: str, field: str) -> str:
+    """What an artifact is (``video``): lowercase, short, safe in a file name."""
+    return check_id(value, field, ARTIFACT_KIND_RE)
+
+
+def check_media_type(value: str, field: str) -> str:
+    """An artifact's media type (``video/mp4``), later sent to browsers as its Content-Type."""
+    return check_id(value, field, MEDIA_TYPE_RE)

@@ -6,6 +6,7 @@ import dataclasses
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -138,3 +139,16 @@ def test_registry_imports_no_simulator_until_asked() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=25)
     assert out.stdout.strip() == "[]"
+
+
+def test_artifact_bytes_writes_one_file_per_episode_that_differs_between_attempts(tmp_path):
+    manifest = build_synthetic(1, seed=2)
+    assert _run(SyntheticBenchmark(time_scale=0.0), manifest, 0)[0].artifacts == ()
+    adapter = SyntheticBenchmark(time_scale=0.0, artifact_bytes=500, artifact_dir=str(tmp_path))
+    first, second = (_run(adapter, manifest, 0)[0].artifacts for _ in range(2))
+    assert len(first) == len(second) == 1 and first[0].kind == "synthetic"
+    data = [Path(artifact.path).read_bytes() for artifact in (*first, *second)]
+    assert [len(d) for d in data] == [500, 500] and data[0] != data[1]
+    assert data[0].startswith(f"synthetic artifact {manifest.episodes[0]['episode_id']} ".encode())
+    with pytest.raises(ValueError, match="artifact_bytes"):
+        SyntheticBenchmark(artifact_bytes=-1)

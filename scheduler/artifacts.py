@@ -1,0 +1,181 @@
+"""The artifact store: episode files (videos, ...) beside the database, named by their sha256.
+
+Workers and the scheduler share no filesystem, so an episode's files travel over gRPC
+(``UploadArtifact``) and land here. A file is written to a temporary name under ``tmp/``, checked
+against the size and sha256 its upload declared, fsynced, and only then renamed to
+``<root>/<sha256[:2]>/<sha256>``: a name in the store always holds the whole, verified file, and a
+refused or broken upload leaves nothing but a temporary file that is removed at once (or, after a
+crash, at the next start). Equal bytes are stored once. Which episode names which file is in the
+database (``scheduler.store.artifacts``); the database row is written after the rename, so a crash
+between the two leaves an unnamed file, which ``sweep`` removes at start-up.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import hashlib
+import os
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+from evalfleet.scheduler_api.errors import InvalidArgument, ResourceExhausted
+
+TMP = "tmp"
+OWNER_FILE = "STORE_ID"
+
+
+def default_root(db_path: Path) -> Path:
+    """Where a database's artifacts live unless ``--artifacts-dir`` says otherwise."""
+    return db_path.with_name(db_path.name + ".artifacts")
+
+
+class Incoming:
+    """One file being received: bytes go to a temporary file while their hash and size are kept."""
+
+    def __init__(self, store: ArtifactStore, sha256: str, size: int) -> None:
+        self.sha256 = sha256
+        self.size = size
+        self.received = 0
+        self._store = store
+        self._hash = hashlib.sha256()
+        self.tmp_path = store.root / TMP / f"{sha256}.{uuid.uuid4().hex}"
+        self._file: BinaryIO = open(self.tmp_path, "xb")
+
+    def write(self, data: bytes) -> None:
+        """Appends a chunk; refused as soon as the bytes exceed the declared size."""
+        if self.received + len(data) > self.size:
+            raise InvalidArgument(
+                f"the upload sent more than the declared {self.size} bytes", field="header.size_bytes"
+            )
+        self._hash.update(data)
+        self._file.write(data)
+        self.received += len(data)
+
+    def verify(self) -> None:
+        """Refuses bytes that are not what the header declared."""
+        if self.received != self.size:
+            raise InvalidArgument(
+                f"the upload sent {self.received} bytes, the header declared {self.size}", field="header.size_bytes"
+            )
+        actual = self._hash.hexdigest()
+        if actual != self.sha256:
+            raise InvalidArgument(
+                f"the bytes hash to {actual}, the header declared {self.sha256}", field="header.sha256"
+            )
+
+    def commit(self) -> Path:
+        """Makes the verified file durable under its final name (blocking: fsyncs)."""
+        self._file.flush()
+        os.fsync(self._file.fileno())
+        self._file.close()
+        final = self._store.path(self.sha256)
+        final.parent.mkdir(exist_ok=True)
+        os.replace(self.tmp_path, final)
+        _fsync_dir(final.parent)
+        return final
+
+    def close(self) -> None:
+        """Removes the temporary file unless ``commit`` renamed it."""
+        if not self._file.closed:
+            self._file.close()
+        self.tmp_path.unlink(missing_ok=True)
+
+
+class ArtifactStoreError(Exception):
+    """The artifact folder cannot serve this database (it belongs to another one)."""
+
+
+class ArtifactStore:
+    """Files named by sha256 under ``root``; the database says which exist (``artifact_files``).
+
+    A store belongs to one database: ``STORE_ID`` holds the id the database keeps in its ``meta``
+    table, and a store with another id is refused, since the start-up sweep deletes every file its
+    own database does not name. A copy of the database (a backup) keeps the id and its store.
+    """
+
+    def __init__(self, root: Path, store_id: str) -> None:
+        self.root = root
+        marker = root / OWNER_FILE
+        if marker.exists() and (owner := marker.read_text().strip()) != store_id:
+            raise ArtifactStoreError(
+                f"{root} holds the artifacts of another scheduler database (store id {owner}, this database's is"
+                f" {store_id}); give each database its own --artifacts-dir"
+            )
+        (root / TMP).mkdir(parents=True, exist_ok=True)
+        if not marker.exists():
+            marker.write_text(store_id + "\n")
+
+    def path(self, sha256: str) -> Path:
+        return self.root / sha256[:2] / sha256
+
+    @contextlib.contextmanager
+    def receive(self, sha256: str, size: int) -> Iterator[Incoming]:
+        """A file being received; whatever happens, no temporary file outlives the block. A full
+        disk refuses the upload (``ResourceExhausted``): the worker goes on without the file."""
+        try:
+            incoming = Incoming(self, sha256, size)
+        except OSError as exc:
+            self._refuse_if_full(exc)
+            raise
+        try:
+            yield incoming
+        except OSError as exc:
+            self._refuse_if_full(exc)
+            raise
+        finally:
+            incoming.close()
+
+    def _refuse_if_full(self, exc: OSError) -> None:
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise ResourceExhausted(
+                f"the artifact store {self.root} is out of disk space ({exc.strerror}); nothing was stored"
+                " (free space, e.g. with scheduler gc)",
+                field="header.size_bytes",
+            ) from exc
+
+    def delete(self, sha256: str) -> None:
+        self.path(sha256).unlink(missing_ok=True)
+
+    def open(self, sha256: str) -> BinaryIO:
+        return open(self.path(sha256), "rb")
+
+    def sweep(self, known: set[str]) -> tuple[int, int]:
+        """Removes what a crash left: temporary files, and files no database row names.
+
+        Returns (files removed, bytes freed). Run at start-up, before any upload.
+        """
+        removed, freed = 0, 0
+        for path in (self.root / TMP).iterdir():
+            freed += path.stat().st_size
+            path.unlink()
+            removed += 1
+        for folder in self.root.iterdir():
+            if folder.name == TMP or not folder.is_dir():
+                continue  # the temporary folder, and STORE_ID
+            for path in folder.iterdir():
+                if path.name not in known:
+                    freed += path.stat().st_size
+                    path.unlink()
+                    removed += 1
+        return removed, freed
+
+
+def _fsync_dir(folder: Path) -> None:
+    """Makes a rename in ``folder`` durable."""
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+@dataclass(frozen=True)
+class ArtifactLimits:
+    """What the store accepts: ``scheduler serve --max-artifact-bytes`` and ``--max-artifacts-total-bytes``."""
+
+    per_artifact_bytes: int = 512 * 1024**2
+    total_bytes: int = 64 * 1024**3
