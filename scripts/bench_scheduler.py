@@ -717,6 +717,16 @@ def _target_rows(system: str, drains: Sequence[DrainResult], baseline: Baseline)
             ]
         )
     top = max(drains, key=lambda d: d.workers)
+    if top.workers in by_w:  # issue #16 judges the renderer worker's pattern here
+        at_top = _ratio(top.rate, by_w[top.workers].rate)
+        rows.append(
+            [
+                system,
+                f"drain rate >= {TARGET_RATE_RATIO:.0f}x Labtasker at W={top.workers}",
+                f"{at_top:.1f}x",
+                _verdict(at_top >= TARGET_RATE_RATIO),
+            ]
+        )
     rows.append(
         [
             system,
