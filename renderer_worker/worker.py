@@ -6,11 +6,13 @@ run at once, from one task or several: the worker claims the next task as soon a
 slot that the tasks it holds cannot fill, so render slots do not idle while a task's last episodes
 finish.
 
-A task ends in one of four ways: every episode has a stored result (``Complete``); an episode hit an
-infrastructure failure (the task's other episodes stop being started, those running finish and are
-reported, then ``Fail`` with the reason, retryable unless the manifest itself is at fault); the lease
-was lost or the task cancelled (its episodes are killed, nothing more is written); or the worker is
-shutting down (``Release``: the task goes back without spending an attempt).
+A task ends in one of four ways: every episode has a stored result (``Complete``, which carries the
+task's last result and, when a slot is free, claims the next task: one round trip instead of
+ReportEpisode, Complete and Claim); an episode hit an infrastructure failure (the task's other
+episodes stop being started, those running finish and are reported, then ``Fail`` with the reason,
+retryable unless the manifest itself is at fault); the lease was lost or the task cancelled (its
+episodes are killed, nothing more is written); or the worker is shutting down (``Release``: the task
+goes back without spending an attempt, as does one leased while the stop was requested).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from benchmarks.base import ArtifactFile
-from evalfleet.scheduler_api.client import SchedulerClient
+from evalfleet.scheduler_api.client import SchedulerClient, claim_request, episode_result
 from evalfleet.scheduler_api.errors import InvalidArgument, NotFound, SchedulerError, StaleLease, Unavailable
 from evalfleet.scheduler_api.vocabulary import FailureReason
 from evalfleet.v1 import scheduler_pb2 as pb
@@ -208,6 +210,18 @@ class Worker:
             return False
         if lease is None:
             return False
+        return self._take(lease)
+
+    def _take(self, lease: pb.Lease) -> bool:
+        """Holds a task just leased (by Claim, or by Complete's claim_next) and queues its episodes.
+
+        A task leased while a stop was being requested is handed back at once, spending nothing.
+        False when the task cannot be held for want of the scheduler.
+        """
+        if self._stop_requested():
+            log.info("claimed %s while stopping: handing it back", lease.task_id)
+            self._end_lease(lease, lambda: self._scheduler.release(lease, "worker shutting down"))
+            return False
         try:
             manifest = self._manifest(lease.manifest_hash)
         except Unavailable as exc:  # only once a shutdown's grace period is over
@@ -281,6 +295,12 @@ class Worker:
         task.running.discard(event.job.index)
         if event.outcome is not None:
             self._upload_artifacts(task, event.job, event.outcome)
+            if self._completes(task, event.job.index) and self._complete(
+                task, [self._result(task, event.job, event.outcome)]
+            ):
+                return
+            # Not the task's last result, or Complete refused it (nothing stored): sent alone, so
+            # ReportEpisode says what it refuses, as it always has.
             self._report(task, event.job, event.outcome)
         else:
             assert event.failure is not None
@@ -288,6 +308,24 @@ class Worker:
             self._fail_task(task, event.failure)
         if task.lease.task_id in self._tasks and task.finished_running:
             self._finish(task)
+
+    @staticmethod
+    def _completes(task: HeldTask, index: int) -> bool:
+        """Whether the result of episode ``index`` is the task's last one: it goes with ``Complete``."""
+        return task.failure is None and task.finished_running and task.reported | {index} >= set(task.lease.episodes)
+
+    def _result(self, task: HeldTask, job: EpisodeJob, outcome: EpisodeOutcome) -> pb.EpisodeResult:
+        """An episode's result as ``Complete`` carries it (the same fields as ``_report`` sends)."""
+        return episode_result(
+            job.index,
+            outcome.success,
+            steps=outcome.steps,
+            wall_seconds=outcome.wall_seconds,
+            trace_digest=outcome.trace_digest,
+            info=outcome.info,
+            execute_steps=job.execute_steps,
+            remote=task.remotes.get(job.index),
+        )
 
     def _report(self, task: HeldTask, job: EpisodeJob, outcome: EpisodeOutcome) -> None:
         """Stores the result with how it was run: the actions executed per chunk and the remote
@@ -385,9 +423,67 @@ class Worker:
         if failure is not None:
             self._fail_lease(lease, failure)
         elif task.reported >= set(lease.episodes):
-            self._end_lease(lease, lambda: self._scheduler.complete(lease, {"worker": self.config.worker_id}))
+            self._complete(task, [])
         else:
             self._end_lease(lease, lambda: self._scheduler.release(lease, "worker shutting down"))
+
+    def _complete(self, task: HeldTask, results: Sequence[pb.EpisodeResult]) -> bool:
+        """Completes ``task``, storing ``results`` (its last) in the same write, and claims the next
+        task in the same round trip when a slot is free and no stop is requested.
+
+        The call is retried through outages like every write. A retry that finds the task already
+        succeeded (an earlier try committed, its answer lost) is refused as stale and changes
+        nothing, so no result is stored twice; the task that try leased, unknown here, goes back at
+        its lease's expiry, as after any claim whose answer is lost. False when the scheduler
+        refused the request (INVALID_ARGUMENT: nothing stored) and ``results`` are to be reported
+        on their own; the task is then still held.
+        """
+        lease, worker_id = task.lease, self.config.worker_id
+        if self._has_free_slot():
+            self._policies.refresh()
+        claim_next: pb.ClaimRequest | None = None
+        tries = 0
+
+        def call() -> pb.Lease | None:
+            nonlocal claim_next, tries
+            claim_next = self._claim_next()  # again on every try: a stop may have been requested
+            tries += 1
+            return self._scheduler.complete(lease, {"worker": worker_id}, episodes=results, claim_next=claim_next)
+
+        try:
+            next_lease = self._retry(call)
+        except SchedulerError as exc:
+            if results and isinstance(exc, InvalidArgument):
+                log.warning("task %s: Complete refused, reporting its last result alone: %s", lease.task_id, exc)
+                return False
+            if results and isinstance(exc, (StaleLease, NotFound, Unavailable)):
+                # As for a result sent alone: the lease is lost and the result not stored under it.
+                earlier = " (if the task succeeded, an earlier try stored it)" if tries > 1 else ""
+                self._lease_lost(LeaseLost(lease.task_id, lease.fencing_token, f"report not stored: {exc}{earlier}"))
+                return True
+            self._drop(lease.task_id)
+            self._not_ended(lease, exc)
+            return True
+        self._drop(lease.task_id)
+        log.info("task %s ended%s", lease.task_id, f"; claimed {next_lease.task_id} with it" if next_lease else "")
+        if next_lease is not None:
+            self._take(next_lease)
+        elif claim_next is not None:
+            self._next_claim_at = time.monotonic() + self.config.poll_seconds  # nothing pending, as after a Claim
+        return True
+
+    def _claim_next(self) -> pb.ClaimRequest | None:
+        """The claim ``Complete`` carries: the one ``Claim`` would send now, or None."""
+        checkpoints = self._policies.digests() if self._has_free_slot() else []
+        return claim_request(self.config.worker_id, self.config.routes, checkpoints) if checkpoints else None
+
+    def _has_free_slot(self) -> bool:
+        """Whether the worker would claim now: a slot its held tasks cannot fill, and no stop under way."""
+        return not self._stop_requested() and self._startable() < self._idle_slots()
+
+    def _stop_requested(self) -> bool:
+        """True from the moment a stop is requested (a signal handler sets the grace deadline)."""
+        return self._stopping or self._grace_deadline != float("inf")
 
     def _fail_lease(self, lease: pb.Lease, failure: EpisodeFailure) -> None:
         """Ends the attempt as an infrastructure failure, its reason typed on the wire."""
@@ -398,15 +494,21 @@ class Worker:
     def _end_lease(self, lease: pb.Lease, call: Callable[[], object]) -> None:
         try:
             outcome = self._retry(call)
-        except (StaleLease, NotFound) as exc:
-            log.warning("task %s moved on before it could be ended: %s", lease.task_id, exc)
-        except Unavailable as exc:
-            log.warning("task %s left to its lease expiry (scheduler unreachable): %s", lease.task_id, exc)
         except SchedulerError as exc:
-            # Not expected of a correct worker; the lease's expiry retries the task either way.
-            log.error("task %s left to its lease expiry (scheduler refused to end it): %s", lease.task_id, exc)
+            self._not_ended(lease, exc)
         else:
             log.info("task %s ended%s", lease.task_id, f": {outcome}" if outcome else "")
+
+    @staticmethod
+    def _not_ended(lease: pb.Lease, exc: SchedulerError) -> None:
+        """Says why a task could not be ended here; the task moved on, or its lease's expiry retries it."""
+        if isinstance(exc, (StaleLease, NotFound)):
+            log.warning("task %s moved on before it could be ended: %s", lease.task_id, exc)
+        elif isinstance(exc, Unavailable):
+            log.warning("task %s left to its lease expiry (scheduler unreachable): %s", lease.task_id, exc)
+        else:
+            # Not expected of a correct worker; the lease's expiry retries the task either way.
+            log.error("task %s left to its lease expiry (scheduler refused to end it): %s", lease.task_id, exc)
 
     def _lease_lost(self, event: LeaseLost) -> None:
         task = self._tasks.get(event.task_id)

@@ -1,9 +1,9 @@
 """Prometheus metrics of the scheduler, served at ``/metrics`` on its HTTP port.
 
-Events (claims, expiries, retries, stored episodes) are counted where they happen, in the servicer.
-Levels (tasks by state, workers by state) are read from the database at scrape time with the
-store's own read functions, so they are never out of step with what ``scheduler status`` shows and
-survive a restart. Each server owns its registry: two schedulers in one process do not collide.
+Events (RPCs by method, claims, expiries, retries, stored episodes) are counted where they happen,
+in the servicer. Levels (tasks by state, workers by state) are read from the database at scrape
+time with the store's own read functions, so they are never out of step with what ``scheduler
+status`` shows and survive a restart. Each server owns its registry: two schedulers in one process do not collide.
 """
 
 from __future__ import annotations
@@ -78,6 +78,12 @@ class SchedulerMetrics:
         )
         self.episodes = Counter(
             "evalfleet_scheduler_episodes", "Episode results stored (rate() gives episodes/s)", registry=self.registry
+        )
+        self.requests = Counter(
+            "evalfleet_scheduler_requests",
+            "RPCs received, by method (refused ones included)",
+            ["method"],
+            registry=self.registry,
         )
         self.registry.register(_LevelCollector(read, lease_seconds))
 

@@ -54,10 +54,12 @@ _CHECKPOINT_MAX = 256
 
 
 def _handler(method: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]:
-    """Turns typed scheduler errors into their status code, with the error kind in trailers."""
+    """Counts the call by method, and turns typed scheduler errors into their status code, with the
+    error kind in trailers."""
 
     @functools.wraps(method)
     async def wrapper(self: SchedulerService, request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> T:
+        self.metrics.requests.labels(method.__name__).inc()
         try:
             return await method(self, request, context)
         except SchedulerError as exc:
