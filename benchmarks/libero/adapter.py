@@ -76,29 +76,29 @@ class LiberoBenchmark(Benchmark):
         key = (str(spec.task.bddl_path), spec.protocol.camera_height, spec.protocol.camera_width)
         rendered = CAMERAS if cameras is None else tuple(name for name in CAMERAS if name in cameras)
         return LiberoEpisode(
-            spec, self._acquire(key, spec), rendered, lambda sim, healthy: self._release(key, sim, healthy)
+            spec, self._acquire(key, spec), rendered, lambda gate, healthy: self._release(key, gate, healthy)
         )
 
     def close(self) -> None:
         with self._lock:
-            sims = [sim for _, sim in self._idle.values()]
+            gates = [gate for _, gate in self._idle.values()]
             self._idle.clear()
-        for sim in sims:
-            sim.env.close()
+        for gate in gates:
+            gate.env.close()
 
     def _acquire(self, key: _EnvKey, spec: EpisodeSpec) -> CameraGate:
         with self._lock:
-            for sim_id, (idle_key, sim) in self._idle.items():
+            for gate_id, (idle_key, gate) in self._idle.items():
                 if idle_key == key:
-                    del self._idle[sim_id]
-                    return sim
+                    del self._idle[gate_id]
+                    return gate
         return CameraGate(make_env(spec.task, spec.protocol.camera_height, spec.protocol.camera_width))
 
-    def _release(self, key: _EnvKey, sim: CameraGate, healthy: bool) -> None:
-        evicted = [sim] if not healthy or self._max_idle == 0 else []
+    def _release(self, key: _EnvKey, gate: CameraGate, healthy: bool) -> None:
+        evicted = [gate] if not healthy or self._max_idle == 0 else []
         with self._lock:
             if not evicted:
-                self._idle[id(sim)] = (key, sim)
+                self._idle[id(gate)] = (key, gate)
             while len(self._idle) > self._max_idle:
                 evicted.append(self._idle.popitem(last=False)[1][1])
         for stale in evicted:
@@ -113,7 +113,7 @@ class LiberoEpisode(Episode):
     def __init__(
         self,
         spec: EpisodeSpec,
-        sim: CameraGate,
+        gate: CameraGate,
         cameras: tuple[str, ...],
         release: Callable[[CameraGate, bool], None],
     ) -> None:
@@ -121,8 +121,8 @@ class LiberoEpisode(Episode):
         self.max_steps = spec.protocol.max_steps
         self.cameras = cameras
         self._spec = spec
-        self._sim: CameraGate | None = sim
-        self._env = sim.env
+        self._camera_gate: CameraGate | None = gate
+        self._env = gate.env
         self._release = release
         self._trace = TraceDigest()
         self._steps = 0
@@ -132,15 +132,15 @@ class LiberoEpisode(Episode):
 
     def reset(self) -> Observation:
         """Rebuilds the trial; BenchmarkError if its initial observation is not the recorded one."""
-        env, sim, spec = self._env, self._gate, self._spec
+        env, gate, spec = self._env, self._gate, self._spec
         self._ready = False
         self._healthy = False
-        sim.skip()  # set_init_state's forced update below replaces every image reset() would render
+        gate.skip()  # set_init_state's forced update below replaces every image reset() would render
         with global_numpy_rng(spec.protocol.seed):
             env.reset()
         write_fixture_poses(env, spec.fixture_poses, f"{spec.where}.fixture_poses")
         expected = spec.initial_observation_digest
-        sim.render_every_sample(CAMERAS if expected is not None else self.cameras)
+        gate.render_every_sample(CAMERAS if expected is not None else self.cameras)
         raw = env.set_init_state(spec.init_state)
         self._healthy = True
         if expected is not None and observation_digest(initial := observe(env, raw)) != expected:
@@ -154,7 +154,7 @@ class LiberoEpisode(Episode):
         add_state(self._trace, env)
         wait = [np.array(WAIT_ACTION)] * spec.protocol.num_steps_wait
         if wait:
-            sim.plan(self.cameras, len(wait))
+            gate.plan(self.cameras, len(wait))
             for action in wait:
                 raw = self._advance(action)
         self._steps = 0
@@ -197,15 +197,15 @@ class LiberoEpisode(Episode):
         )
 
     def close(self) -> None:
-        if self._sim is not None:
-            sim, self._sim = self._sim, None
-            self._release(sim, self._healthy)
+        if self._camera_gate is not None:
+            gate, self._camera_gate = self._camera_gate, None
+            self._release(gate, self._healthy)
 
     @property
     def _gate(self) -> CameraGate:
-        if self._sim is None:
+        if self._camera_gate is None:
             raise RuntimeError(f"episode {self._spec.episode_id} is closed")
-        return self._sim
+        return self._camera_gate
 
     def _check_can_step(self) -> None:
         if not self._ready:
