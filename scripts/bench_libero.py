@@ -9,8 +9,9 @@ never solve a task, so every episode runs all its steps).
   reset as the manifest fixes it, then ``env.step`` with both cameras rendered and turned into an
   observation on every step, a policy call every 10 steps.
 - ``evalfleet``: the real path, each row on a fresh local fleet (scheduler, one ``seeded-random``
-  inference server whose checkpoint consumes one or two cameras, one CPU ``renderer-worker`` with
-  one episode process and ``--execute-steps`` 1 or 5), one submission of the same manifests. The
+  inference server whose checkpoint consumes one or two cameras and declares ``execute_steps`` 1
+  or 5, one CPU ``renderer-worker`` with one episode process), one submission of the same
+  manifests. The
   worker renders only the consumed cameras, only for the observations the policy is sent.
 
 Figures: makespan (from the first environment / from ``Submit`` to the last episode, environment
@@ -151,7 +152,7 @@ def run_raw(manifests: list[Manifest]) -> Row:
 # evalfleet: scheduler -> worker -> inference server ---------------------------------------------------
 
 
-def seeded_random_checkpoint(root: Path, cameras: tuple[str, ...]) -> Path:
+def seeded_random_checkpoint(root: Path, cameras: tuple[str, ...], execute: int) -> Path:
     folder = root / EPOCH
     folder.mkdir(parents=True)
     settings = {
@@ -159,6 +160,7 @@ def seeded_random_checkpoint(root: Path, cameras: tuple[str, ...]) -> Path:
         "state": [{"name": "robot0_eef_pos", "length": 3}, {"name": "robot0_gripper_qpos", "length": 2}],
         "action_dim": 7,
         "chunk_length": CHUNK,
+        "execute_steps": execute,  # the policy's deployment protocol, declared by its checkpoint
         "seed": SEED,
         "scale": 1.0,
     }
@@ -168,7 +170,7 @@ def seeded_random_checkpoint(root: Path, cameras: tuple[str, ...]) -> Path:
 
 def run_evalfleet(manifests: list[Manifest], execute: int, cameras: tuple[str, ...], run_dir: Path) -> Row:
     run_dir.mkdir(parents=True)
-    root = seeded_random_checkpoint(run_dir / "checkpoints", cameras)
+    root = seeded_random_checkpoint(run_dir / "checkpoints", cameras, execute)
     with LocalFleet(run_dir) as fleet:
         scheduler = fleet.start("scheduler", scheduler_argv(run_dir / "scheduler.sqlite", "--lease-seconds", "120"))
         policy = fleet.start("policy", policy_argv(EPOCH, root))
@@ -182,8 +184,6 @@ def run_evalfleet(manifests: list[Manifest], execute: int, cameras: tuple[str, .
                 "libero",
                 "--worker-id",
                 "bench",
-                "--execute-steps",
-                str(execute),
                 "--output",
                 str(run_dir / "episodes"),
             ),
