@@ -6,16 +6,19 @@ retries and reporting are shared by every benchmark (the renderer worker).
 
 The worker drives an episode like this::
 
-    episode = adapter.open_episode(manifest, index)   # rebuilds the episode exactly from its entry
+    episode = adapter.open_episode(manifest, index, cameras=("agentview",))  # the policy's cameras
     obs = episode.reset()                              # initial observation (after settle steps)
     while not episode.done:
         chunk = policy(obs)                            # (T, action_dim) float array
-        for action in chunk[:k]:
-            obs = episode.step(action)
-            if episode.done:
-                break
+        ran = episode.execute(chunk[:k])               # stops early once done
+        obs = ran.observation                          # None once done: no policy sees it
     episode.result()                                   # success, steps, trace digest
     episode.close()
+
+``execute`` hands back only the observation after the last action, the only one a policy sees, so
+an adapter may leave the steps in between unrendered and render only the cameras given at
+``open_episode``; what it returns must be bit-identical to what ``step`` by ``step`` would have
+returned (``step`` observes after every action).
 
 Everything the benchmark owns (its RNG, its simulator state) lives inside the Episode, so the
 policy side's RNG use can never change what the benchmark does.
@@ -25,7 +28,7 @@ from __future__ import annotations
 
 import abc
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,6 +41,8 @@ from manifests.format import Manifest, ManifestError, content_hash
 Image = npt.NDArray[np.uint8]
 StateVector = npt.NDArray[np.number[Any]]
 Action = npt.NDArray[np.floating[Any]]
+# Actions to execute in order: rows of a (T, action_dim) array, or a sequence of rows.
+Actions = Sequence[Action] | npt.NDArray[np.floating[Any]]
 
 
 class BenchmarkError(Exception):
@@ -92,6 +97,15 @@ class EpisodeVerdict:
     artifacts: tuple[ArtifactFile, ...] = ()
 
 
+@dataclass(frozen=True)
+class Executed:
+    """What :meth:`Episode.execute` did: how many actions ran, and the observation after the last
+    one, or None when the episode is done (no policy sees it)."""
+
+    executed: int
+    observation: Observation | None
+
+
 class Episode(abc.ABC):
     """One episode rebuilt from one manifest entry."""
 
@@ -105,7 +119,26 @@ class Episode(abc.ABC):
 
     @abc.abstractmethod
     def step(self, action: Action) -> Observation:
-        """Executes one action; only valid while not ``done``."""
+        """Executes one action and observes; only valid while not ``done``."""
+
+    def execute(self, actions: Actions) -> Executed:
+        """Executes ``actions`` in order until the episode is done, observing only after the last.
+
+        The default steps one by one; an adapter whose observations cost (rendering) overrides it
+        to skip the observations in between, with the same simulator state after every action and
+        the same final observation as ``step`` by ``step``. Like ``step``, only valid while not
+        ``done``; ``actions`` must not be empty.
+        """
+        if len(actions) == 0:
+            raise ValueError("execute() needs at least one action")
+        observation: Observation | None = None
+        executed = 0
+        for action in actions:
+            observation = self.step(action)
+            executed += 1
+            if self.done:
+                return Executed(executed, None)
+        return Executed(executed, observation)
 
     @property
     @abc.abstractmethod
@@ -126,8 +159,13 @@ class Benchmark(abc.ABC):
     name: str
 
     @abc.abstractmethod
-    def open_episode(self, manifest: Manifest, index: int) -> Episode:
-        """Rebuilds episode ``index`` of ``manifest`` exactly; raises BenchmarkError on mismatch."""
+    def open_episode(self, manifest: Manifest, index: int, cameras: Collection[str] | None = None) -> Episode:
+        """Rebuilds episode ``index`` of ``manifest`` exactly; raises BenchmarkError on mismatch.
+
+        ``cameras`` names the images the policy consumes (None: every camera the benchmark has). An
+        adapter may render only those, or observe more; a name it does not know is left out of its
+        observations (the worker then reports what the policy is missing).
+        """
 
     def close(self) -> None:  # noqa: B027 (an optional hook: an adapter that pools nothing has nothing to release)
         """Releases whatever the adapter keeps between episodes (e.g. pooled simulators)."""

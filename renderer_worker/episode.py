@@ -2,8 +2,10 @@
 
 The loop asks the policy for a chunk of actions, executes up to ``execute_steps`` of them (all when
 0), stops early once the episode is done, and tells the policy in the next observation how many
-commands actually ran, so only that prefix enters the session history. Every failure that is not
-the policy failing the task is turned into an ``EpisodeFailure`` with its reason.
+commands actually ran, so only that prefix enters the session history. The episode is opened with
+the cameras the policy consumes and observes only after the last action executed, so an adapter
+renders nothing the policy does not see. Every failure that is not the policy failing the task is
+turned into an ``EpisodeFailure`` with its reason.
 """
 
 from __future__ import annotations
@@ -68,7 +70,7 @@ def run_episode(
     with ExitStack() as stack:
         log = stack.enter_context(_episode_log(job.log_path))
         try:
-            episode = adapter.open_episode(manifest, job.index)
+            episode = adapter.open_episode(manifest, job.index, cameras=job.cameras)
             stack.callback(episode.close)
             observation = episode.reset()
             client = stack.enter_context(
@@ -109,25 +111,15 @@ def run_episode(
 def _drive(episode: Episode, session: Session, observation: Observation, job: EpisodeJob, log: TextIO | None) -> int:
     """The policy/simulator loop. Returns the number of policy steps (chunks asked for)."""
     step, executed = 0, 0
-    while not episode.done:
-        images, state = _for_policy(observation, job)
+    current: Observation | None = observation
+    while current is not None and not episode.done:
+        images, state = _for_policy(current, job)
         chunk = _checked_chunk(session.act(images, state, step=step, executed=executed), episode.action_dim, step)
-        observation, executed = _execute(episode, chunk[: job.execute_steps or None], observation)
+        ran = episode.execute(chunk[: job.execute_steps or None])
+        current, executed = ran.observation, ran.executed
         _write(log, event="step", step=step, executed=executed)
         step += 1
     return step
-
-
-def _execute(episode: Episode, actions: npt.NDArray[np.float32], observation: Observation) -> tuple[Observation, int]:
-    """Executes actions in order until the episode is done; returns the last observation and how
-    many actions ran."""
-    executed = 0
-    for action in actions:
-        observation = episode.step(action)
-        executed += 1
-        if episode.done:
-            break
-    return observation, executed
 
 
 def _checked_chunk(chunk: npt.NDArray[np.float32], action_dim: int, step: int) -> npt.NDArray[np.float32]:

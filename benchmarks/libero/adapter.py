@@ -7,6 +7,11 @@ entry's fixture poses written, ``set_init_state(entry.init_state)``, ``num_steps
 per task and camera size; ``reset()`` is a hard reset that rebuilds the scene from the bddl, so
 an environment carries nothing from one trial into the next.
 
+Cameras render on demand (``benchmarks.libero.cameras``): only the cameras given at
+``open_episode``, and only for an observation that is handed out (after ``step``, after the last
+action of ``execute`` unless the episode is then done, after the wait steps); the simulator state
+and those observations are bit-identical to rendering every camera on every step.
+
 ``scheduler manifest build libero`` calls :func:`add_build_arguments` and :func:`build_manifests`.
 """
 
@@ -14,7 +19,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 import numpy as np
@@ -22,20 +27,24 @@ import numpy.typing as npt
 
 from benchmarks.base import (
     Action,
+    Actions,
     Benchmark,
     BenchmarkError,
     Episode,
     EpisodeVerdict,
+    Executed,
     Observation,
     TraceDigest,
     observation_digest,
 )
 from benchmarks.libero.build import add_build_arguments, build_manifests
+from benchmarks.libero.cameras import CameraGate
 from benchmarks.libero.manifest import BENCHMARK, WAIT_ACTION, EpisodeSpec, episode_spec
 from benchmarks.libero.sim import (
     ACTION_DIM,
-    add_frame,
+    CAMERAS,
     add_scene,
+    add_state,
     gl_renderer,
     global_numpy_rng,
     make_env,
@@ -59,38 +68,41 @@ class LiberoBenchmark(Benchmark):
 
     def __init__(self, *, max_idle_envs: int = 2) -> None:
         self._max_idle = max_idle_envs
-        self._idle: OrderedDict[int, tuple[_EnvKey, Any]] = OrderedDict()
+        self._idle: OrderedDict[int, tuple[_EnvKey, CameraGate]] = OrderedDict()
         self._lock = threading.Lock()
 
-    def open_episode(self, manifest: Manifest, index: int) -> LiberoEpisode:
+    def open_episode(self, manifest: Manifest, index: int, cameras: Collection[str] | None = None) -> LiberoEpisode:
         spec = episode_spec(manifest, index)
         key = (str(spec.task.bddl_path), spec.protocol.camera_height, spec.protocol.camera_width)
-        return LiberoEpisode(spec, self._acquire(key, spec), lambda env, healthy: self._release(key, env, healthy))
+        rendered = CAMERAS if cameras is None else tuple(name for name in CAMERAS if name in cameras)
+        return LiberoEpisode(
+            spec, self._acquire(key, spec), rendered, lambda gate, healthy: self._release(key, gate, healthy)
+        )
 
     def close(self) -> None:
         with self._lock:
-            envs = [env for _, env in self._idle.values()]
+            gates = [gate for _, gate in self._idle.values()]
             self._idle.clear()
-        for env in envs:
-            env.close()
+        for gate in gates:
+            gate.env.close()
 
-    def _acquire(self, key: _EnvKey, spec: EpisodeSpec) -> Any:
+    def _acquire(self, key: _EnvKey, spec: EpisodeSpec) -> CameraGate:
         with self._lock:
-            for env_id, (idle_key, env) in self._idle.items():
+            for gate_id, (idle_key, gate) in self._idle.items():
                 if idle_key == key:
-                    del self._idle[env_id]
-                    return env
-        return make_env(spec.task, spec.protocol.camera_height, spec.protocol.camera_width)
+                    del self._idle[gate_id]
+                    return gate
+        return CameraGate(make_env(spec.task, spec.protocol.camera_height, spec.protocol.camera_width))
 
-    def _release(self, key: _EnvKey, env: Any, healthy: bool) -> None:
-        evicted = [env] if not healthy or self._max_idle == 0 else []
+    def _release(self, key: _EnvKey, gate: CameraGate, healthy: bool) -> None:
+        evicted = [gate] if not healthy or self._max_idle == 0 else []
         with self._lock:
             if not evicted:
-                self._idle[id(env)] = (key, env)
+                self._idle[id(gate)] = (key, gate)
             while len(self._idle) > self._max_idle:
                 evicted.append(self._idle.popitem(last=False)[1][1])
         for stale in evicted:
-            stale.close()
+            stale.env.close()
 
 
 class LiberoEpisode(Episode):
@@ -98,11 +110,19 @@ class LiberoEpisode(Episode):
 
     action_dim = ACTION_DIM
 
-    def __init__(self, spec: EpisodeSpec, env: Any, release: Callable[[Any, bool], None]) -> None:
+    def __init__(
+        self,
+        spec: EpisodeSpec,
+        gate: CameraGate,
+        cameras: tuple[str, ...],
+        release: Callable[[CameraGate, bool], None],
+    ) -> None:
         self.instruction = spec.instruction
         self.max_steps = spec.protocol.max_steps
+        self.cameras = cameras
         self._spec = spec
-        self._env = env
+        self._camera_gate: CameraGate | None = gate
+        self._env = gate.env
         self._release = release
         self._trace = TraceDigest()
         self._steps = 0
@@ -112,43 +132,57 @@ class LiberoEpisode(Episode):
 
     def reset(self) -> Observation:
         """Rebuilds the trial; BenchmarkError if its initial observation is not the recorded one."""
-        env, spec = self._env, self._spec
+        env, gate, spec = self._env, self._gate, self._spec
         self._ready = False
         self._healthy = False
+        gate.skip()  # set_init_state's forced update below replaces every image reset() would render
         with global_numpy_rng(spec.protocol.seed):
             env.reset()
         write_fixture_poses(env, spec.fixture_poses, f"{spec.where}.fixture_poses")
-        observation = observe(env, env.set_init_state(spec.init_state))
-        self._healthy = True
         expected = spec.initial_observation_digest
-        if expected is not None and observation_digest(observation) != expected:
+        gate.render_every_sample(CAMERAS if expected is not None else self.cameras)
+        raw = env.set_init_state(spec.init_state)
+        self._healthy = True
+        if expected is not None and observation_digest(initial := observe(env, raw)) != expected:
             raise BenchmarkError(
-                f"initial observation hashes to {observation_digest(observation)}, manifest says {expected}"
+                f"initial observation hashes to {observation_digest(initial)}, manifest says {expected}"
                 f" (simulator, asset or renderer drift; this worker renders with {gl_renderer(env)})",
                 field=f"{spec.where}.initial_observation_digest",
             )
         self._trace = TraceDigest()
         add_scene(self._trace, env)
-        add_frame(self._trace, env, observation)
-        for _ in range(spec.protocol.num_steps_wait):
-            observation = self._advance(np.array(WAIT_ACTION))
+        add_state(self._trace, env)
+        wait = [np.array(WAIT_ACTION)] * spec.protocol.num_steps_wait
+        if wait:
+            gate.plan(self.cameras, len(wait))
+            for action in wait:
+                raw = self._advance(action)
         self._steps = 0
         self._success = False
         self._ready = True
-        return observation
+        return self._observe(raw)
 
     def step(self, action: Action) -> Observation:
-        if not self._ready:
-            raise RuntimeError("step() before reset()")
-        if self.done:
-            raise RuntimeError(f"episode {self._spec.episode_id} is done after {self._steps} steps")
-        action = np.asarray(action, dtype=np.float64)
-        if action.shape != (ACTION_DIM,) or not np.all(np.isfinite(action)):
-            raise ValueError(f"action must be {ACTION_DIM} finite numbers, got shape {action.shape}")
-        observation = self._advance(action)
-        self._steps += 1
-        self._success = bool(self._env.check_success())
-        return observation
+        self._check_can_step()
+        self._gate.plan(self.cameras, 1)
+        return self._observe(self._policy_step(action))
+
+    def execute(self, actions: Actions) -> Executed:
+        """Runs ``actions`` until done, rendering only for the observation after the last one."""
+        if len(actions) == 0:
+            raise ValueError("execute() needs at least one action")
+        self._check_can_step()
+        actions = [_checked(action) for action in actions[: self.max_steps - self._steps]]
+        # The step limit ends the episode where no policy looks; only a success is not foreseen.
+        observed = self._steps + len(actions) < self.max_steps
+        self._gate.plan(self.cameras if observed else (), len(actions))
+        executed = 0
+        for action in actions:
+            raw = self._policy_step(action)
+            executed += 1
+            if self.done:
+                return Executed(executed, None)
+        return Executed(executed, self._observe(raw))
 
     @property
     def done(self) -> bool:
@@ -163,14 +197,42 @@ class LiberoEpisode(Episode):
         )
 
     def close(self) -> None:
-        if self._env is not None:
-            env, self._env = self._env, None
-            self._release(env, self._healthy)
+        if self._camera_gate is not None:
+            gate, self._camera_gate = self._camera_gate, None
+            self._release(gate, self._healthy)
 
-    def _advance(self, action: npt.NDArray[np.float64]) -> Observation:
+    @property
+    def _gate(self) -> CameraGate:
+        if self._camera_gate is None:
+            raise RuntimeError(f"episode {self._spec.episode_id} is closed")
+        return self._camera_gate
+
+    def _check_can_step(self) -> None:
+        if not self._ready:
+            raise RuntimeError("step() before reset()")
+        if self.done:
+            raise RuntimeError(f"episode {self._spec.episode_id} is done after {self._steps} steps")
+
+    def _policy_step(self, action: Action) -> dict[str, Any]:
+        raw = self._advance(_checked(action))
+        self._steps += 1
+        self._success = bool(self._env.check_success())
+        return raw
+
+    def _advance(self, action: npt.NDArray[np.float64]) -> dict[str, Any]:
         self._healthy = False
-        raw, _, _, _ = self._env.step(action)
-        observation = observe(self._env, raw)
-        add_frame(self._trace, self._env, observation)
+        raw: dict[str, Any] = self._env.step(action)[0]
+        add_state(self._trace, self._env)
         self._healthy = True
-        return observation
+        return raw
+
+    def _observe(self, raw: dict[str, Any]) -> Observation:
+        self._gate.check(self.cameras)
+        return observe(self._env, raw, self.cameras)
+
+
+def _checked(action: Action) -> npt.NDArray[np.float64]:
+    row = np.asarray(action, dtype=np.float64)
+    if row.shape != (ACTION_DIM,) or not np.all(np.isfinite(row)):
+        raise ValueError(f"action must be {ACTION_DIM} finite numbers, got shape {row.shape}")
+    return row

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from typing import Any
 
 import numpy as np
@@ -81,10 +81,11 @@ def write_fixture_poses(env: Any, poses: FixturePoses, field: str) -> None:
         model.body_quat[body] = pose["quat"]
 
 
-def to_observation(raw: dict[str, Any]) -> Observation:
-    """Images rotated 180 degrees (robosuite renders them upside down) as contiguous HxWx3 uint8,
-    and every public state entry (robot proprio, ``<object>_pos`` / ``_quat``) as float64."""
-    images: dict[str, Image] = {name: np.ascontiguousarray(raw[f"{name}_image"][::-1, ::-1]) for name in CAMERAS}
+def to_observation(raw: dict[str, Any], cameras: Collection[str] = CAMERAS) -> Observation:
+    """The images of ``cameras`` rotated 180 degrees (robosuite renders them upside down) as
+    contiguous HxWx3 uint8, and every public state entry (robot proprio, ``<object>_pos`` /
+    ``_quat``) as float64."""
+    images: dict[str, Image] = {name: np.ascontiguousarray(raw[f"{name}_image"][::-1, ::-1]) for name in cameras}
     state: dict[str, StateVector] = {
         key: np.asarray(value, dtype=np.float64).copy()
         for key, value in raw.items()
@@ -138,9 +139,9 @@ def entity_pose(env: Any, raw: dict[str, Any], name: str) -> tuple[npt.NDArray[n
     return np.asarray(geom["pos"]), (quat if state.object_state_type == "site" else np.roll(quat, -1))
 
 
-def observe(env: Any, raw: dict[str, Any]) -> Observation:
+def observe(env: Any, raw: dict[str, Any], cameras: Collection[str] = CAMERAS) -> Observation:
     """The observation a worker sends: :func:`to_observation` plus the objects-of-interest aliases."""
-    observation = to_observation(raw)
+    observation = to_observation(raw, cameras)
     observation.state.update(interest_state(env, raw))
     return observation
 
@@ -157,10 +158,15 @@ def gl_renderer(env: Any) -> str:
     return f"{GL.glGetString(GL.GL_RENDERER).decode()} / {GL.glGetString(GL.GL_VERSION).decode()}"
 
 
-def add_frame(trace: TraceDigest, env: Any, observation: Observation) -> None:
-    """Adds the full simulator state (time, qpos, qvel) and the observation to the trace."""
+def add_state(trace: TraceDigest, env: Any) -> None:
+    """Adds the full simulator state (time, qpos, qvel) to the trace.
+
+    A LIBERO trace is the scene and this state after ``set_init_state`` and after every step, wait
+    steps included; images and public state are functions of that trajectory, and leaving them out
+    keeps the digest the same whichever cameras a policy consumes and whichever steps it observes
+    (the renderer is pinned by the manifest's initial observation digest instead).
+    """
     trace.add("sim/state", env.sim.get_state().flatten())
-    trace.add_observation(observation)
 
 
 def add_scene(trace: TraceDigest, env: Any) -> None:

@@ -9,6 +9,7 @@ published subset (``subset``) live apart, so ``scheduler manifest build robotwin
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from pathlib import Path
 
 from benchmarks.base import Benchmark, BenchmarkError
@@ -44,7 +45,8 @@ class RoboTwinBenchmark(Benchmark):
             self._runtime = RoboTwinRuntime(self.root)
         return self._runtime
 
-    def open_episode(self, manifest: Manifest, index: int) -> RoboTwinEpisode:
+    def open_episode(self, manifest: Manifest, index: int, cameras: Collection[str] | None = None) -> RoboTwinEpisode:
+        """``cameras`` is not used: every observation carries every camera (rendered on every step)."""
         spec = episode_spec(manifest, index, self.root.commit)
         setup = checked_setup(self.root, spec.task, spec.task_config)
         if setup.step_limit != spec.step_limit:

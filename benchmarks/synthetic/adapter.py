@@ -20,6 +20,7 @@ import os
 import tempfile
 import time
 import uuid
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -80,7 +81,8 @@ class SyntheticBenchmark(Benchmark):
         self.artifact_bytes = artifact_bytes
         self.artifact_dir = artifact_dir or (tempfile.mkdtemp(prefix="synthetic-artifacts-") if artifact_bytes else "")
 
-    def open_episode(self, manifest: Manifest, index: int) -> SyntheticEpisode:
+    def open_episode(self, manifest: Manifest, index: int, cameras: Collection[str] | None = None) -> SyntheticEpisode:
+        """``cameras`` is not used: every observation carries the one camera, observed on every step."""
         entry = episode_entry(manifest, NAME, index)
         spec = _EntrySpec.parse(entry, f"episodes[{index}]")
         total = max(1, round(spec.duration_s * self.steps_per_second))

@@ -5,12 +5,16 @@
   session gets its own answer.
 - `history-echo`: reports, inside its chunk, the causal history it was given.
 - `flat-cost`: sleeps a fixed time per batch whatever its size, like a GPU that is not saturated.
+- `seeded-random`: uniform random commands in [-scale, scale] from a generator seeded by (its
+  settings' `seed`, the episode id, the step): a random policy whose chunks do not depend on
+  batching, timing or which server answers (`scripts/bench_libero.py`).
 
 Their manifest settings declare the contract: `cameras`, `state`, `action_dim`, `chunk_length`.
 """
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -125,6 +129,27 @@ class FlatCostBackend(_Reference):
         return self._zeros(len(observations))
 
 
+def seeded_random_chunk(
+    seed: int, episode_id: str, step: int, chunk_length: int, action_dim: int, scale: float
+) -> npt.NDArray[np.float32]:
+    """Uniform commands in [-scale, scale], a pure function of (seed, episode id, step)."""
+    episode = int.from_bytes(hashlib.sha256(episode_id.encode()).digest()[:8], "big")
+    rng = np.random.Generator(np.random.PCG64([seed, episode, step]))
+    return rng.uniform(-scale, scale, size=(chunk_length, action_dim)).astype(np.float32)
+
+
+class SeededRandomBackend(_Reference):
+    def act(self, observations: Sequence[Observation], histories: Sequence[History]) -> npt.NDArray[np.float32]:
+        seed = int(self.settings.get("seed", 0))
+        scale = float(self.settings.get("scale", 1.0))
+        return np.stack(
+            [
+                seeded_random_chunk(seed, h.episode.episode_id, o.step, self.chunk_length, self.action_dim, scale)
+                for o, h in zip(observations, histories, strict=True)
+            ]
+        )
+
+
 def noop(checkpoint: Checkpoint, options: RuntimeOptions) -> NoopBackend:
     return NoopBackend(checkpoint)
 
@@ -139,3 +164,7 @@ def history_echo(checkpoint: Checkpoint, options: RuntimeOptions) -> HistoryEcho
 
 def flat_cost(checkpoint: Checkpoint, options: RuntimeOptions) -> FlatCostBackend:
     return FlatCostBackend(checkpoint)
+
+
+def seeded_random(checkpoint: Checkpoint, options: RuntimeOptions) -> SeededRandomBackend:
+    return SeededRandomBackend(checkpoint)
