@@ -34,7 +34,7 @@ Each strategy gets a fresh fleet. The bound for that fleet, a lower bound for an
   L       the lease period: the killed worker renewed its lease at most L/3 before t_k, so its task
           cannot be leased again before t_k + 2/3 L;
   r_k     the longest episode of that task not reported by the kill (read from the scheduler's
-          database afterwards), which can start only then, at best on the fastest worker.
+          database afterwards), which can start only then, at best on the fastest survivor.
 
 `sim` for a real fleet is the same list scheduling with the speeds and kills: the task a killed
 worker holds keeps the episodes it finished and goes back to the head of the queue at t_k + L.
