@@ -15,7 +15,8 @@ import grpc
 
 
 class PortTaken(OSError):
-    """The address cannot be bound: another process listens there, or the host is not this machine's."""
+    """The address cannot be listened on: another process listens there, the host is not this
+    machine's, or (TLS) gRPC refused the certificate and key it was given."""
 
 
 def tls_credentials(cert: bytes | None, key: bytes | None) -> grpc.ServerCredentials | None:
@@ -31,7 +32,13 @@ def bind(server: grpc.aio.Server, address: str, credentials: grpc.ServerCredenti
         if credentials is not None:
             return server.add_secure_port(address, credentials)
         return server.add_insecure_port(address)
-    except RuntimeError:  # taken between the check and gRPC's bind
+    except RuntimeError:  # taken between the check and gRPC's bind, or TLS material gRPC refused
+        if credentials is not None:
+            check_free(address)  # the port is free: what gRPC refused is the certificate or key
+            raise PortTaken(
+                f"cannot listen on {address}: gRPC refused the TLS certificate or key"
+                " (--tls-cert must be a PEM certificate chain and --tls-key its matching private key)"
+            ) from None
         raise PortTaken(f"cannot listen on {address}: the port is taken by another process") from None
 
 
