@@ -268,6 +268,17 @@ def test_artifact_get_bad_input_exits_2_in_one_line_and_writes_nothing(scheduler
         run = cli("artifact", "get", sha256, "--out", str(out), "--server", scheduler.address)
         assert run.returncode == 2 and says in run.stderr and len(run.stderr.strip().splitlines()) == 1, run.stderr
         assert list(folder.iterdir()) == []
+    missing = folder / "missing" / "out.bin"
+    run = cli("artifact", "get", "0" * 64, "--out", str(missing), "--server", scheduler.address)
+    assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr
+    assert run.stderr.strip().splitlines() == [f"scheduler: --out {missing}: no folder {missing.parent}"], run.stderr
+    assert list(folder.iterdir()) == []
+    no_ca = tmp_path / "no-ca.pem"
+    run = cli("artifact", "get", "0" * 64, "--out", str(out), "--server", scheduler.address, "--tls-ca", str(no_ca))
+    assert run.returncode == 2 and run.stderr.strip().splitlines() == [
+        f"scheduler: --tls-ca {no_ca}: No such file or directory"
+    ]
+    assert list(folder.iterdir()) == []
 
 
 def test_a_store_another_database_owns_is_refused_at_start(start_scheduler, tmp_path):
