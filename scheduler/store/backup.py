@@ -45,6 +45,8 @@ def backup(source: Path, destination: Path, *, overwrite: bool = False) -> Verif
         raise BackupError(f"--out {destination} is the database itself")
     if not destination.parent.is_dir():
         raise BackupError(f"--out {destination}: no such folder {destination.parent}")
+    if destination.is_dir():
+        raise BackupError(f"--out {destination} is a folder; name the file")
     partial = destination.with_name(f".{destination.name}.partial-{os.getpid()}")
     try:
         _copy(source, partial)
@@ -54,6 +56,8 @@ def backup(source: Path, destination: Path, *, overwrite: bool = False) -> Verif
         os.replace(partial, destination)
     except sqlite3.Error as exc:
         raise BackupError(f"backup of {source} failed: {exc}") from exc
+    except OSError as exc:  # the copy could not be written or renamed (permissions, a full disk)
+        raise BackupError(f"--out {destination}: {exc.strerror or exc}") from exc
     finally:
         for leftover in (partial, Path(f"{partial}-wal"), Path(f"{partial}-shm")):
             with contextlib.suppress(FileNotFoundError):
