@@ -1,12 +1,13 @@
 """A consistent copy of the scheduler's database, taken while the scheduler serves, and its check.
 
-The copy is SQLite's online backup (``sqlite3.Connection.backup``) from a read-only connection of
-its own, in one step: one read transaction, so the copy is one committed state of the database. In
-WAL mode that read never blocks the scheduler's writer, nor does the writer disturb it (a stepwise
-backup would restart at every commit and might never end under load). The copy is written beside
-its destination under a temporary name, reopened and checked (``integrity_check``, the schema
-version, each table's rows) and only then renamed into place, so a failed backup leaves no file
-that looks like one.
+The copy is SQLite's online backup (``sqlite3.Connection.backup``) from a connection of its own
+(opened read-write only so that it can remove the -wal and -shm files it opens; it writes nothing
+and never creates the database), in one step: one read transaction, so the copy is one committed
+state of the database. In WAL mode that read never blocks the scheduler's writer, nor does the
+writer disturb it (a stepwise backup would restart at every commit and might never end under load).
+The copy is written beside its destination under a temporary name, reopened and checked
+(``integrity_check``, the schema version, each table's rows) and only then renamed into place, so a
+failed backup leaves no file that looks like one.
 """
 
 from __future__ import annotations
