@@ -299,6 +299,15 @@ def test_a_store_another_database_owns_is_refused_at_start(start_scheduler, tmp_
     assert _files(shared) == kept
 
 
+def test_an_artifacts_dir_that_is_a_file_exits_2_in_one_line(tmp_path):
+    not_a_folder = tmp_path / "file"
+    not_a_folder.write_text("not a folder")
+    run = cli("serve", "--db", str(tmp_path / "db.sqlite"), "--artifacts-dir", str(not_a_folder), "--port", "0")
+    assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr
+    assert run.stderr.strip().splitlines()[-1] == f"scheduler: --artifacts-dir {not_a_folder}: Not a directory"
+    assert not_a_folder.read_text() == "not a folder"
+
+
 def test_a_full_artifact_disk_refuses_the_upload_leaves_nothing_and_recovers(start_scheduler, tmp_path):
     with require_small_disk(tmp_path / "disk", 8) as disk:
         store = disk / "artifacts"
