@@ -30,6 +30,14 @@ def test_a_second_scheduler_on_a_taken_port_exits_2_in_one_line(scheduler, tmp_p
     with SchedulerClient(scheduler.address) as client:  # the first one still answers, alone
         assert client.workers() == []
 
+    # The dashboard's port too: it was bound after the database opened, and a taken one was a traceback.
+    refused = cli("serve", "--db", str(tmp_path / "third.sqlite"), "--port", "0", "--http-port", taken)
+    assert refused.returncode == 2, refused
+    assert refused.stderr.strip().splitlines() == [
+        f"scheduler: --http-port: cannot listen on 127.0.0.1:{taken}: the port is taken by another process"
+    ], refused.stderr
+    assert not (tmp_path / "third.sqlite").exists()
+
 
 def test_an_inference_server_on_a_taken_port_exits_2_in_one_line(start_policy, checkpoint_root):
     first = start_policy("syn")
