@@ -99,13 +99,20 @@ class ArtifactStore:
 
     def __init__(self, root: Path, store_id: str) -> None:
         self.root = root
-        marker = root / OWNER_FILE
+        try:
+            self._claim(store_id)
+        except OSError as exc:  # not a folder, not writable, ...: the flag is at fault, not the scheduler
+            raise ArtifactStoreError(f"--artifacts-dir {root}: {exc.strerror or exc}") from None
+
+    def _claim(self, store_id: str) -> None:
+        """Makes the folder this database's store, or refuses one that is another database's."""
+        marker = self.root / OWNER_FILE
         if marker.exists() and (owner := marker.read_text().strip()) != store_id:
             raise ArtifactStoreError(
-                f"{root} holds the artifacts of another scheduler database (store id {owner}, this database's is"
-                f" {store_id}); give each database its own --artifacts-dir"
+                f"{self.root} holds the artifacts of another scheduler database (store id {owner}, this database's"
+                f" is {store_id}); give each database its own --artifacts-dir"
             )
-        (root / TMP).mkdir(parents=True, exist_ok=True)
+        (self.root / TMP).mkdir(parents=True, exist_ok=True)
         if not marker.exists():
             marker.write_text(store_id + "\n")
 

@@ -268,6 +268,17 @@ def test_artifact_get_bad_input_exits_2_in_one_line_and_writes_nothing(scheduler
         run = cli("artifact", "get", sha256, "--out", str(out), "--server", scheduler.address)
         assert run.returncode == 2 and says in run.stderr and len(run.stderr.strip().splitlines()) == 1, run.stderr
         assert list(folder.iterdir()) == []
+    missing = folder / "missing" / "out.bin"
+    run = cli("artifact", "get", "0" * 64, "--out", str(missing), "--server", scheduler.address)
+    assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr
+    assert run.stderr.strip().splitlines() == [f"scheduler: --out {missing}: no folder {missing.parent}"], run.stderr
+    assert list(folder.iterdir()) == []
+    no_ca = tmp_path / "no-ca.pem"
+    run = cli("artifact", "get", "0" * 64, "--out", str(out), "--server", scheduler.address, "--tls-ca", str(no_ca))
+    assert run.returncode == 2 and run.stderr.strip().splitlines() == [
+        f"scheduler: --tls-ca {no_ca}: No such file or directory"
+    ]
+    assert list(folder.iterdir()) == []
 
 
 def test_a_store_another_database_owns_is_refused_at_start(start_scheduler, tmp_path):
@@ -286,6 +297,15 @@ def test_a_store_another_database_owns_is_refused_at_start(start_scheduler, tmp_
     first.kill()
     first.restart()  # its own store: accepted, nothing swept
     assert _files(shared) == kept
+
+
+def test_an_artifacts_dir_that_is_a_file_exits_2_in_one_line(tmp_path):
+    not_a_folder = tmp_path / "file"
+    not_a_folder.write_text("not a folder")
+    run = cli("serve", "--db", str(tmp_path / "db.sqlite"), "--artifacts-dir", str(not_a_folder), "--port", "0")
+    assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr
+    assert run.stderr.strip().splitlines()[-1] == f"scheduler: --artifacts-dir {not_a_folder}: Not a directory"
+    assert not_a_folder.read_text() == "not a folder"
 
 
 def test_a_full_artifact_disk_refuses_the_upload_leaves_nothing_and_recovers(start_scheduler, tmp_path):

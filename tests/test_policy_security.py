@@ -145,6 +145,20 @@ def test_beyond_loopback_without_a_token_exits_2_in_one_line(server, checkpoint_
 
 
 @pytest.mark.parametrize("server", ["scheduler", "inference-server"])
+def test_a_certificate_and_key_grpc_refuses_exit_2_naming_them_not_the_port(server, secrets, checkpoint_root, tmp_path):
+    """Both files are PEM, but swapped: gRPC cannot build its TLS credentials from them."""
+    flags = ("--port", "0", "--tls-cert", str(secrets.key), "--tls-key", str(secrets.cert))
+    if server == "scheduler":
+        argv = scheduler_argv(tmp_path / "db.sqlite", *flags)
+    else:
+        argv = policy_argv("syn", checkpoint_root, *flags)
+    run = subprocess.run(argv, capture_output=True, text=True, timeout=90)
+    assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr
+    (last,) = run.stderr.strip().splitlines()[-1:]
+    assert "gRPC refused the TLS certificate or key" in last and "port is taken" not in last, run.stderr
+
+
+@pytest.mark.parametrize("server", ["scheduler", "inference-server"])
 def test_reflection_needs_the_token_and_health_does_not(server, secrets, started, checkpoint_root, tmp_path):
     flags = ("--token-file", str(secrets.token_file))
     if server == "scheduler":

@@ -130,6 +130,7 @@ def test_a_backup_under_write_load_is_a_consistent_state_a_scheduler_serves(star
         ),
         (("--db", "{tmp}/live.sqlite", "--out", "{tmp}/no/such/copy.sqlite"), "no such folder {tmp}/no/such"),
         (("--db", "{tmp}/live.sqlite", "--out", "{tmp}/live.sqlite", "--force"), "is the database itself"),
+        (("--db", "{tmp}/live.sqlite", "--out", "{tmp}", "--force"), "--out {tmp} is a folder; name the file"),
         (("--db", "{tmp}/people.sqlite", "--out", "{tmp}/copy.sqlite"), "not a scheduler database"),
     ],
 )

@@ -169,3 +169,32 @@ def test_the_database_version_3_wrote_is_served_by_todays_scheduler(start_schedu
         assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
         assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == (str(SCHEMA_VERSION),)
     conn.close()
+
+
+def test_a_version_2_database_is_upgraded_its_results_read_as_not_recorded(start_scheduler, tmp_path):
+    # Version 2 of the fixture: the failure-reason columns, but neither version 3's columns nor
+    # version 4's tables (the two upgrades merged on the same day; each older version must reach 4).
+    db = tmp_path / "scheduler.sqlite"
+    shutil.copy(V3_FIXTURE, db)
+    with sqlite3.connect(db) as conn:
+        for table, column, _ in VERSION_3_COLUMNS:
+            conn.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
+        conn.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
+    conn.close()
+    scheduler = start_scheduler("--lease-seconds", "60", db=db)
+    client = scheduler.client()
+
+    summary = client.summary("fixture")
+    assert (summary.episodes_completed, summary.episodes_succeeded) == (3, 2)
+    # Version 2 recorded neither how many actions ran nor the remote: one group, "not recorded".
+    assert [(g.HasField("execute_steps"), g.HasField("remote"), g.episodes) for g in summary.provenance] == [
+        (False, False, 3)
+    ]
+    pending = client.claim("w1", ["synthetic"])
+    assert pending is not None and pending.task_id == "fixture-00003" and not pending.HasField("execute_steps")
+    scheduler.kill()
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+        assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == (str(SCHEMA_VERSION),)
+        tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        assert {"artifacts", "artifact_files"} <= tables
+    conn.close()

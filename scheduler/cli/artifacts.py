@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from evalfleet.auth import CredentialError
 from manifests.format import is_hash
 from scheduler.cli.common import EXIT_UNAVAILABLE, UsageError, add_client_command, connect, print_json
 from scheduler.wire_json import message_dict
@@ -45,6 +46,8 @@ def cmd_artifact_get(args: argparse.Namespace) -> int:
         return 0
     if args.out.is_dir():
         raise UsageError(f"--out {args.out} is a folder; name the file")
+    if not args.out.parent.is_dir():
+        raise UsageError(f"--out {args.out}: no folder {args.out.parent}")
     # Written beside the target and renamed once whole and verified: a refused or broken download
     # leaves no partial file under the name asked for.
     partial = args.out.with_name(f".{args.out.name}.partial")
@@ -52,9 +55,13 @@ def cmd_artifact_get(args: argparse.Namespace) -> int:
         with connect(args) as client, open(partial, "wb") as out:
             size = client.download_artifact(args.sha256, out)
         os.replace(partial, args.out)
+    except CredentialError:  # a ValueError too, but the user's: exit 2 in main
+        raise
     except ValueError as exc:  # the bytes did not hash to the name: kept nowhere
         print(f"scheduler: {exc}", file=sys.stderr)
         return EXIT_UNAVAILABLE
+    except OSError as exc:  # the folder is not writable, or the disk is full
+        raise UsageError(f"--out {args.out}: {exc.strerror or exc}") from None
     finally:
         partial.unlink(missing_ok=True)
     if args.json:

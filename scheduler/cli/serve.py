@@ -89,10 +89,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise UsageError("--lease-seconds must be > 0")
     if args.http_port is not None and not 0 <= args.http_port <= 65535:
         raise UsageError(f"--http-port {args.http_port} is outside [0, 65535]")
-    try:
-        check_free(f"{args.host}:{args.port}")  # before the database is created or opened
-    except PortTaken as exc:
-        raise UsageError(str(exc)) from None
+    # Both ports before the database is created or opened (the dashboard binds after it opens).
+    for flag, port in (("--port", args.port), ("--http-port", args.http_port)):
+        try:
+            if port is not None:
+                check_free(f"{args.host}:{port}")
+        except PortTaken as exc:
+            raise UsageError(f"{flag}: {exc}" if flag == "--http-port" else str(exc)) from None
     config = ServeConfig(
         db_path=args.db,
         host=args.host,

@@ -1,12 +1,13 @@
 """A consistent copy of the scheduler's database, taken while the scheduler serves, and its check.
 
-The copy is SQLite's online backup (``sqlite3.Connection.backup``) from a read-only connection of
-its own, in one step: one read transaction, so the copy is one committed state of the database. In
-WAL mode that read never blocks the scheduler's writer, nor does the writer disturb it (a stepwise
-backup would restart at every commit and might never end under load). The copy is written beside
-its destination under a temporary name, reopened and checked (``integrity_check``, the schema
-version, each table's rows) and only then renamed into place, so a failed backup leaves no file
-that looks like one.
+The copy is SQLite's online backup (``sqlite3.Connection.backup``) from a connection of its own
+(opened read-write only so that it can remove the -wal and -shm files it opens; it writes nothing
+and never creates the database), in one step: one read transaction, so the copy is one committed
+state of the database. In WAL mode that read never blocks the scheduler's writer, nor does the
+writer disturb it (a stepwise backup would restart at every commit and might never end under load).
+The copy is written beside its destination under a temporary name, reopened and checked
+(``integrity_check``, the schema version, each table's rows) and only then renamed into place, so a
+failed backup leaves no file that looks like one.
 """
 
 from __future__ import annotations
@@ -45,6 +46,8 @@ def backup(source: Path, destination: Path, *, overwrite: bool = False) -> Verif
         raise BackupError(f"--out {destination} is the database itself")
     if not destination.parent.is_dir():
         raise BackupError(f"--out {destination}: no such folder {destination.parent}")
+    if destination.is_dir():
+        raise BackupError(f"--out {destination} is a folder; name the file")
     partial = destination.with_name(f".{destination.name}.partial-{os.getpid()}")
     try:
         _copy(source, partial)
@@ -54,6 +57,8 @@ def backup(source: Path, destination: Path, *, overwrite: bool = False) -> Verif
         os.replace(partial, destination)
     except sqlite3.Error as exc:
         raise BackupError(f"backup of {source} failed: {exc}") from exc
+    except OSError as exc:  # the copy could not be written or renamed (permissions, a full disk)
+        raise BackupError(f"--out {destination}: {exc.strerror or exc}") from exc
     finally:
         for leftover in (partial, Path(f"{partial}-wal"), Path(f"{partial}-shm")):
             with contextlib.suppress(FileNotFoundError):

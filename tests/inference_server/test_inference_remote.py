@@ -279,6 +279,7 @@ def test_a_declared_handshake_that_differs_is_refused_at_load(tmp_path: Path, op
     [
         ({"url": "http://host:8000"}, "settings.url"),
         ({"dialect": "grpc"}, "settings.dialect"),
+        ({"dialect": ["openpi"]}, "settings.dialect"),
         ({"connections": 0}, "settings.connections"),
         ({"reply_timeout_s": -1}, "settings.reply_timeout_s"),
         ({"request": [{"key": "prompt"}]}, "settings.request[0] needs exactly one of"),

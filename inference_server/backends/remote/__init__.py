@@ -98,7 +98,7 @@ def parse_settings(settings: dict[str, Any], cameras: Sequence[str], state: dict
     if not isinstance(url, str) or urlsplit(url).scheme not in ("ws", "wss") or not urlsplit(url).hostname:
         raise ValueError(f"settings.url must be a ws:// or wss:// URL, not {url!r}")
     dialect = settings.get("dialect")
-    if dialect not in DIALECTS:
+    if not isinstance(dialect, str) or dialect not in DIALECTS:  # a list or mapping cannot be looked up
         raise ValueError(f"settings.dialect must be one of {', '.join(DIALECTS)}, not {dialect!r}")
     connections = settings.get("connections", 1)
     if isinstance(connections, bool) or not isinstance(connections, int) or not 1 <= connections <= 64:
