@@ -286,6 +286,9 @@ def test_a_declared_handshake_that_differs_is_refused_at_load(tmp_path: Path, op
         ({"request": [{"key": "image", "camera": "front"}]}, "settings.request[0].camera 'front'"),
         ({"request": [{"key": "s", "state": [{"name": "robot0_eef_pos", "as": "axisangle"}]}]}, "not a quaternion"),
         ({"handshake_sha256": "abc"}, "settings.handshake_sha256"),
+        # A misspelt setting would be sealed into the digest and ignored; StarVLA's are not openpi's.
+        ({"reply_timeout": 5}, "settings.reply_timeout is not a setting of the openpi dialect"),
+        ({"unnorm_key": "libero"}, "settings.unnorm_key is not a setting of the openpi dialect"),
     ],
 )
 def test_bad_remote_settings_are_refused_by_name(tmp_path: Path, override: dict[str, Any], named: str) -> None:

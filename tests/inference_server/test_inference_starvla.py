@@ -248,6 +248,7 @@ def test_an_unnorm_key_the_server_lacks_is_refused_at_load(tmp_path: Path, doubl
     ("override", "named"),
     [
         ({"examples_per_request": 0}, "settings.examples_per_request"),
+        ({"examples_per_requests": 4}, "settings.examples_per_requests is not a setting of the starvla dialect"),
         ({"examples_per_request": True}, "settings.examples_per_request"),
         ({"unnorm_key": 3}, "settings.unnorm_key"),
         ({"predict_kwargs": {"use_ddim": [1]}}, "settings.predict_kwargs"),

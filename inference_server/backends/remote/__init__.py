@@ -63,6 +63,14 @@ DIALECTS = {
 # Dialects whose server keeps episode state per connection: a connection per session.
 EPISODE_DIALECTS = ("vla-eval",)
 SHA256_HEX = 64
+# The settings every dialect shares: the contract evalfleet validates (read by `_contract` and the
+# identity), then the remote's own. A dialect module's `SETTINGS` names its additional ones; any
+# other key is refused, since a misspelt one would be sealed into the digest and silently ignored.
+COMMON_SETTINGS = frozenset(
+    {"cameras", "state", "action_dim", "chunk_length", "execute_steps"}
+    | {"url", "dialect", "connections", "reply_timeout_s", "load_timeout_s", "request"}
+    | {"handshake_sha256", "declared_sha256"}
+)
 
 
 @dataclass(frozen=True)
@@ -136,6 +144,12 @@ def make_dialect(name: str, settings: Mapping[str, Any]) -> Dialect:
         raise BackendError(
             f"the {name} dialect needs the remote extra (pip install 'evalfleet[remote]'): {exc}"
         ) from exc
+    known: frozenset[str] = COMMON_SETTINGS | module.SETTINGS
+    unknown = sorted(set(settings) - known)
+    if unknown:
+        raise ValueError(
+            f"settings.{unknown[0]} is not a setting of the {name} dialect (its settings: {', '.join(sorted(known))})"
+        )
     from_settings: Callable[[Mapping[str, Any]], Dialect] = module.from_settings
     return from_settings(settings)
 

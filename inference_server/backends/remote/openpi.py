@@ -115,6 +115,10 @@ class OpenpiDialect:
         return OpenpiConnection(connection, handshake, self.action_key)
 
 
+# The settings this dialect reads beyond the remote backend's common ones.
+SETTINGS: frozenset[str] = frozenset()
+
+
 def from_settings(settings: Mapping[str, Any]) -> OpenpiDialect:
     """openpi's dialect has no settings of its own."""
     return OpenpiDialect()

@@ -102,6 +102,10 @@ class StarvlaDialect:
             )
 
 
+# The settings this dialect reads beyond the remote backend's common ones.
+SETTINGS: frozenset[str] = frozenset({"examples_per_request", "unnorm_key", "predict_kwargs"})
+
+
 def from_settings(settings: Mapping[str, Any]) -> StarvlaDialect:
     """The dialect's own settings, checked; ValueError names the first bad one."""
     per_request = settings.get("examples_per_request", 8)

@@ -157,6 +157,10 @@ class VlaEvalDialect:
         return VlaEvalConnection(connection, handshake)
 
 
+# The settings this dialect reads beyond the remote backend's common ones.
+SETTINGS: frozenset[str] = frozenset()
+
+
 def from_settings(settings: Mapping[str, Any]) -> VlaEvalDialect:
     """vla-eval's dialect has no settings of its own."""
     return VlaEvalDialect()
