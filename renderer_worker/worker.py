@@ -76,6 +76,9 @@ class HeldTask:
     failure: EpisodeFailure | None = None
     # The remote policy server that serves each running episode, recorded with its result.
     remotes: dict[int, pb.RemotePolicy | None] = field(default_factory=dict)
+    # False once the scheduler refused a Complete of this task (INVALID_ARGUMENT): the claim it
+    # carried may be what it refused, so the task's Complete goes again without one.
+    claim_with_complete: bool = True
 
     @property
     def finished_running(self) -> bool:
@@ -446,7 +449,8 @@ class Worker:
 
         def call() -> pb.Lease | None:
             nonlocal claim_next, tries
-            claim_next = self._claim_next()  # again on every try: a stop may have been requested
+            # Again on every try: a stop may have been requested.
+            claim_next = self._claim_next() if task.claim_with_complete else None
             tries += 1
             return self._scheduler.complete(lease, {"worker": worker_id}, episodes=results, claim_next=claim_next)
 
@@ -455,6 +459,7 @@ class Worker:
         except SchedulerError as exc:
             if results and isinstance(exc, InvalidArgument):
                 log.warning("task %s: Complete refused, reporting its last result alone: %s", lease.task_id, exc)
+                task.claim_with_complete = False
                 return False
             if results and isinstance(exc, (StaleLease, NotFound, Unavailable)):
                 # As for a result sent alone: the lease is lost and the result not stored under it.
