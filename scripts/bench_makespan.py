@@ -133,6 +133,8 @@ def start_fleet(fleet: LocalFleet, run_dir: Path, args: argparse.Namespace) -> s
             str(args.poll_seconds),
             "--output",
             str(run_dir / "episodes"),
+            "--video",
+            "none",  # scheduling figures, not encoding
             "--adapter-option",
             f"synthetic.time_scale={args.time_scale}",
             "--adapter-option",
