@@ -11,6 +11,7 @@ in this process from its own wheel: no ffmpeg binary, no pipe to a subprocess.
 from __future__ import annotations
 
 import enum
+import logging
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -20,6 +21,8 @@ import numpy as np
 import numpy.typing as npt
 
 from benchmarks.base import ArtifactFile, Image
+
+log = logging.getLogger(__name__)
 
 KIND = "video"
 MEDIA_TYPE = "video/mp4"
@@ -60,7 +63,9 @@ def check_available() -> None:
 class VideoRecorder:
     """Encodes one episode's frames to ``path`` as they are fed; ``finish`` keeps or deletes the file.
 
-    Nothing is written until the first frame; an episode that shows no camera has no video.
+    Nothing is written until the first frame; an episode that shows no camera has no video. A video
+    that cannot be written (a full disk, an encoder error) is logged and dropped: it never fails
+    the episode.
     """
 
     def __init__(self, path: str, mode: VideoMode, cameras: tuple[str, ...]) -> None:
@@ -72,6 +77,7 @@ class VideoRecorder:
         self._stream: Any = None
         self._last: npt.NDArray[np.uint8] | None = None
         self._last_step = 0
+        self._opened = False
 
     @property
     def enabled(self) -> bool:
@@ -81,9 +87,12 @@ class VideoRecorder:
         """Encodes one frame: ``images`` (the policy's cameras) side by side, ``step`` written under them."""
         if not self.enabled:
             return
-        frame = _compose([images[name] for name in self.cameras])
-        self._last, self._last_step = frame, step
-        self._encode(_captioned(frame, f"step {step}", None))
+        try:
+            frame = _compose([images[name] for name in self.cameras])
+            self._last, self._last_step = frame, step
+            self._encode(_captioned(frame, f"step {step}", None))
+        except Exception as exc:
+            self._drop(exc)
 
     def finish(self, success: bool) -> ArtifactFile | None:
         """Burns the outcome into the last second and closes the file; returns it when this mode
@@ -91,10 +100,17 @@ class VideoRecorder:
         if self._container is None or self._last is None:
             return None
         outcome = "SUCCESS" if success else "FAILURE"
-        last = _captioned(self._last, f"step {self._last_step}  {outcome}", _SUCCESS_RGB if success else _FAILURE_RGB)
-        for _ in range(OUTCOME_FRAMES):
-            self._encode(last)
-        self._close()
+        try:
+            last = _captioned(
+                self._last, f"step {self._last_step}  {outcome}", _SUCCESS_RGB if success else _FAILURE_RGB
+            )
+            for _ in range(OUTCOME_FRAMES):
+                self._encode(last)
+            self._close()
+        except Exception as exc:
+            self._drop(exc)
+            return None
+        self._opened = False  # abandon() leaves it alone from here
         if self.mode is VideoMode.ALL or (self.mode is VideoMode.FAILURES and not success):
             return ArtifactFile(self.path, KIND, MEDIA_TYPE)
         os.unlink(self.path)
@@ -107,13 +123,20 @@ class VideoRecorder:
                 self._close()
             except Exception:  # an encoder in a bad state: the file goes anyway
                 pass
+        if self._opened:
             Path(self.path).unlink(missing_ok=True)
+
+    def _drop(self, exc: Exception) -> None:
+        log.warning("episode video %s dropped: %s: %s", self.path, type(exc).__name__, exc)
+        self.abandon()
+        self.mode = VideoMode.NONE
 
     def _encode(self, frame: npt.NDArray[np.uint8]) -> None:
         import av
 
         if self._container is None:
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            self._opened = True
             self._container = av.open(self.path, mode="w", options={"movflags": "+faststart"})
             stream = self._container.add_stream("libx264", rate=FPS)
             stream.width, stream.height = frame.shape[1], frame.shape[0]

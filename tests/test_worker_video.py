@@ -130,3 +130,17 @@ def test_video_every_step_without_a_video_is_refused_in_one_line(capsys):
     assert main(["--policy", "h:1", "--cpu", "--video", "none", "--video-every-step"]) == 2
     err = capsys.readouterr().err
     assert err == "renderer-worker: --video-every-step needs --video failures or all\n"
+
+
+@pytest.mark.timeout(30)
+def test_a_video_that_cannot_be_written_is_dropped_not_the_episode(tmp_path, caplog):
+    import numpy as np
+
+    from renderer_worker.video import VideoMode, VideoRecorder
+
+    (tmp_path / "file").write_text("not a folder")
+    recorder = VideoRecorder(str(tmp_path / "file" / "episode.mp4"), VideoMode.ALL, ("camera",))
+    recorder.add({"camera": np.zeros((8, 8, 3), dtype=np.uint8)}, 0)  # mkdir fails: logged, not raised
+    recorder.add({"camera": np.zeros((8, 8, 3), dtype=np.uint8)}, 1)
+    assert recorder.finish(False) is None and recorder.frames == 0
+    assert "episode video" in caplog.text and "dropped" in caplog.text
