@@ -27,6 +27,7 @@ from evalfleet.scheduler_api.client import SchedulerClient, default_address
 from evalfleet.scheduler_api.errors import SchedulerError
 from renderer_worker import device as render_device
 from renderer_worker.policy_endpoints import PolicyEndpoints
+from renderer_worker.video import VideoError, VideoMode, check_available
 from renderer_worker.worker import Worker, WorkerConfig
 
 EXIT_BAD_INPUT = 2
@@ -84,6 +85,17 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="BENCHMARK.KEY=JSON",
         help="adapter setting, e.g. synthetic.time_scale=0.01 or libero.camera_size=128",
     )
+    parser.add_argument(
+        "--video",
+        choices=[mode.value for mode in VideoMode],
+        default=VideoMode.FAILURES.value,
+        help="record the policy's view to MP4 and upload it: none, failures (default) or all episodes",
+    )
+    parser.add_argument(
+        "--video-every-step",
+        action="store_true",
+        help="render every physics step into the video (smooth, at the cost of rendering each step)",
+    )
     parser.add_argument("--log-level", default="INFO")
     return parser
 
@@ -126,7 +138,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise ValueError("--concurrency must be >= 1")
         if not args.policy_timeout > 0:
             raise ValueError("--policy-timeout must be > 0")
-    except (render_device.DeviceError, CredentialError, ValueError) as exc:
+        if args.video != VideoMode.NONE.value:
+            check_available()
+        elif args.video_every_step:
+            raise ValueError("--video-every-step needs --video failures or all")
+    except (render_device.DeviceError, CredentialError, ValueError, VideoError) as exc:
         print(f"renderer-worker: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     device.apply()
@@ -144,6 +160,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         grace_seconds=args.grace_seconds,
         adapter_options=adapter_options,
         versions=_versions(device),
+        video=args.video,
+        video_every_step=args.video_every_step,
     )
     scheduler = SchedulerClient(args.scheduler, token, tls_ca=scheduler_ca)
     policies = PolicyEndpoints(args.policy, token, tls_ca=policy_ca)
@@ -174,7 +192,7 @@ def _versions(device: render_device.RenderDevice) -> dict[str, str]:
     versions = {"python": platform.python_version(), "render": device.environment.get("MUJOCO_GL", "")}
     if device.egl_index >= 0:
         versions["egl_device"] = str(device.egl_index)  # MUJOCO_EGL_DEVICE_ID, found by the GPU's UUID
-    for package in ("evalfleet", "numpy", "grpcio", "mujoco", "robosuite", "libero", "sapien"):
+    for package in ("evalfleet", "numpy", "grpcio", "mujoco", "robosuite", "libero", "sapien", "av"):
         try:
             versions[package] = version(package)
         except PackageNotFoundError:

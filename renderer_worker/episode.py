@@ -21,7 +21,7 @@ from typing import Any, TextIO
 import numpy as np
 import numpy.typing as npt
 
-from benchmarks.base import ArtifactFile, Benchmark, BenchmarkError, Episode, Image, Observation
+from benchmarks.base import ArtifactFile, Benchmark, BenchmarkError, Episode, Executed, Image, Observation
 from evalfleet.policy_api import errors as policy_errors
 from evalfleet.policy_api.client import PolicyClient, Session
 from evalfleet.scheduler_api.vocabulary import FailureReason
@@ -29,6 +29,7 @@ from evalfleet.v1 import policy_pb2
 from evalfleet.v1 import scheduler_pb2 as pb
 from manifests.format import Manifest, ManifestError
 from renderer_worker.failures import EpisodeFailure
+from renderer_worker.video import VideoMode, VideoRecorder
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,11 @@ class EpisodeJob:
     # How long one policy reply may take before the server counts as unavailable for this episode.
     policy_timeout_s: float = 60.0
     log_path: str = ""
+    # The policy's view to MP4 (renderer_worker.video): which episodes keep it, where, and whether
+    # every physics step is rendered for it (smooth, at its cost) or only what the policy was shown.
+    video: str = "none"
+    video_path: str = ""
+    video_every_step: bool = False
 
 
 @dataclass(frozen=True)
@@ -67,8 +73,10 @@ def run_episode(
     and ``tls_ca`` reach the policy server as the worker's own probes do."""
     started = time.monotonic()
     entry = manifest.episodes[job.index] if 0 <= job.index < len(manifest) else {}
+    recorder = VideoRecorder(job.video_path, VideoMode(job.video), job.cameras)
     with ExitStack() as stack:
         log = stack.enter_context(_episode_log(job.log_path))
+        stack.callback(recorder.abandon)  # no result to attach it to, unless finish() ran first
         try:
             episode = adapter.open_episode(manifest, job.index, cameras=job.cameras)
             stack.callback(episode.close)
@@ -85,8 +93,9 @@ def run_episode(
             )
             session = stack.enter_context(client.open_session(job.expected_digest, meta))
             _write(log, event="start", job=job.__dict__, episode_id=meta.episode_id, instruction=meta.instruction)
-            policy_steps = _drive(episode, session, observation, job, log)
+            policy_steps = _drive(episode, session, observation, job, log, recorder)
             result = episode.result()
+            video = recorder.finish(result.success)
         except (BenchmarkError, ManifestError) as exc:
             raise EpisodeFailure(FailureReason.FAILURE_REASON_BENCHMARK_ERROR, str(exc)) from exc
         except policy_errors.PolicyError as exc:
@@ -105,21 +114,54 @@ def run_episode(
         "policy": job.policy_address,
         "log": job.log_path,
     }
-    return EpisodeOutcome(result.success, result.steps, result.trace_digest, wall, info, tuple(result.artifacts))
+    artifacts = (*result.artifacts, *([video] if video else []))
+    return EpisodeOutcome(result.success, result.steps, result.trace_digest, wall, info, artifacts)
 
 
-def _drive(episode: Episode, session: Session, observation: Observation, job: EpisodeJob, log: TextIO | None) -> int:
+def _drive(
+    episode: Episode,
+    session: Session,
+    observation: Observation,
+    job: EpisodeJob,
+    log: TextIO | None,
+    recorder: VideoRecorder,
+) -> int:
     """The policy/simulator loop. Returns the number of policy steps (chunks asked for)."""
-    step, executed = 0, 0
+    step, executed, ran_steps = 0, 0, 0
     current: Observation | None = observation
     while current is not None and not episode.done:
         images, state = _for_policy(current, job)
+        recorder.add(images, ran_steps)
         chunk = _checked_chunk(session.act(images, state, step=step, executed=executed), episode.action_dim, step)
-        ran = episode.execute(chunk[: job.execute_steps or None])
+        actions = chunk[: job.execute_steps or None]
+        if job.video_every_step:
+            ran = _every_step(episode, actions, job, recorder, ran_steps)
+        else:
+            ran = episode.execute(actions)
         current, executed = ran.observation, ran.executed
+        ran_steps += executed
         _write(log, event="step", step=step, executed=executed)
         step += 1
     return step
+
+
+def _every_step(
+    episode: Episode, actions: npt.NDArray[np.float32], job: EpisodeJob, recorder: VideoRecorder, ran_steps: int
+) -> Executed:
+    """``execute`` one ``step`` at a time, recording every observation in between for the video.
+
+    ``step`` is what ``execute`` must equal, so neither the simulation nor what the policy is shown
+    changes; the observation handed back (the policy's) is recorded by the loop.
+    """
+    observation: Observation | None = None
+    for executed, action in enumerate(actions, start=1):
+        observation = episode.step(action)
+        if episode.done:
+            recorder.add(_for_policy(observation, job)[0], ran_steps + executed)
+            return Executed(executed, None)
+        if executed < len(actions):
+            recorder.add(_for_policy(observation, job)[0], ran_steps + executed)
+    return Executed(len(actions), observation)
 
 
 def _checked_chunk(chunk: npt.NDArray[np.float32], action_dim: int, step: int) -> npt.NDArray[np.float32]:

@@ -62,6 +62,10 @@ class WorkerConfig:
     grace_seconds: float = 30.0
     adapter_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     versions: Mapping[str, Any] = field(default_factory=dict)
+    # Which episodes keep a video of the policy's view (renderer_worker.video.VideoMode), and
+    # whether it shows every physics step instead of what the policy was shown.
+    video: str = "none"
+    video_every_step: bool = False
 
 
 @dataclass
@@ -287,6 +291,9 @@ class Worker:
                 execute_steps=endpoint.execute_steps_for(task.lease),
                 policy_timeout_s=self.config.policy_timeout_s,
                 log_path=str(self.config.output / task.lease.task_id / f"episode-{index:06d}.jsonl"),
+                video=self.config.video,
+                video_path=str(self.config.output / task.lease.task_id / f"episode-{index:06d}.mp4"),
+                video_every_step=self.config.video_every_step,
             )
             task.remotes[index] = endpoint.remote
             runner.start(job, task.manifest)

@@ -3,7 +3,9 @@
 It polls ``/api/overview`` (or the open view's endpoint) every two seconds and renders four views
 by URL hash: submissions (progress, ETA, task x setting success table; every rate with its 95%
 Wilson interval as the server computed it), tasks (filterable), one
-task (every attempt and its episodes), workers. ETA is the remaining episodes over the rate seen
+task (every attempt and its episodes: success, steps, wall time, failure reason, the attempt that
+scored it and an inline player for its video artifact), workers. A poll that changes nothing
+leaves the page alone, so a playing video keeps playing. ETA is the remaining episodes over the rate seen
 between polls, so it needs no server-side history. Operations POST JSON to ``/api/cancel``,
 ``/api/requeue`` and ``/api/priority`` and show the server's error text (which names the field).
 """
@@ -149,14 +151,27 @@ function taskView(data) {
   const t = data.task;
   const attempts = data.attempts.map(a => `<tr class="attempt"><td>${a.attempt}</td><td>${a.fencing_token}</td><td>${esc(a.worker_id)}</td>
     <td>${when(a.started_at)}</td><td>${when(a.ended_at)}</td><td class="state-${a.outcome}">${a.outcome}</td><td class="reason">${esc(a.failure_reason)}</td><td>${esc(a.error)}</td></tr>`).join("");
-  const episodes = data.episodes.map(e => `<tr><td>${e.result.episode_index}</td><td>${e.result.success ? "yes" : "no"}</td>
-    <td>${e.result.steps}</td><td>${e.result.wall_seconds.toFixed(2)}</td><td>${esc(e.worker_id)}</td><td>${e.fencing_token}</td></tr>`).join("");
+  // Each stored episode with the attempt that scored it, why it failed and its video (the
+  // worker's --video), played from the artifact route with byte ranges.
+  const attemptOf = Object.fromEntries(data.attempts.map(a => [a.fencing_token, a]));
+  const reason = e => {
+    if (e.result.success) return "";
+    let info = {};
+    try { info = JSON.parse(e.result.info_json || "{}"); } catch (error) { info = {}; }
+    return info.failure_reason || "task not solved in " + e.result.steps + " steps";
+  };
+  const video = e => (e.artifacts || []).filter(a => a.kind === "video").map(a =>
+    `<video controls muted preload="metadata" width="320" src="/api/artifacts/${esc(a.sha256)}"></video>`).join("");
+  const episodes = data.episodes.map(e => `<tr class="episode" data-episode="${e.result.episode_index}"><td>${e.result.episode_index}</td>
+    <td class="${e.result.success ? "state-succeeded" : "state-failed"}">${e.result.success ? "yes" : "no"}</td>
+    <td>${e.result.steps}</td><td>${e.result.wall_seconds.toFixed(2)}</td><td class="reason">${esc(reason(e))}</td>
+    <td>${(attemptOf[e.fencing_token] || {}).attempt ?? "-"}</td><td>${esc(e.worker_id)}</td><td class="video">${video(e)}</td></tr>`).join("");
   return `<h2>Task ${esc(t.task_id)} <span class="state-${t.state}">${t.state}</span></h2>
     <p>submission ${esc(t.submission_id)}, route ${esc(t.route)}, priority ${t.priority}, episodes ${t.episode_start}-${t.episode_end - 1}
     (${t.episodes_done} stored), attempts ${t.attempts}/${t.max_attempts}</p>
     <button data-op="cancel" data-task="${esc(t.task_id)}">Cancel</button><button data-op="requeue" data-task="${esc(t.task_id)}">Requeue</button>
     <h3>Attempts</h3><table id="attempts"><tr><th>attempt</th><th>token</th><th>worker</th><th>started</th><th>ended</th><th>outcome</th><th>reason</th><th>error</th></tr>${attempts}</table>
-    <h3>Episodes</h3><table id="episodes"><tr><th>episode</th><th>success</th><th>steps</th><th>wall s</th><th>worker</th><th>token</th></tr>${episodes}</table>`;
+    <h3>Episodes</h3><table id="episodes"><tr><th>episode</th><th>success</th><th>steps</th><th>wall s</th><th>failure reason</th><th>attempt</th><th>worker</th><th>video</th></tr>${episodes}</table>`;
 }
 
 function workersView(data) {
@@ -186,7 +201,11 @@ async function refresh() {
       const data = await api("/api/overview");
       html = view === "workers" ? workersView(data) : submissionsView(data);
     }
-    document.getElementById("view").innerHTML = html;
+    const target = document.getElementById("view");
+    if (html !== target.dataset.html) {  // unchanged: keep the page (a playing video) as it is
+      target.innerHTML = html;
+      target.dataset.html = html;
+    }
     document.getElementById("updated").textContent = "updated " + new Date().toLocaleTimeString();
   } catch (error) { say(error.message, false); }
 }

@@ -186,6 +186,8 @@ def run_evalfleet(manifests: list[Manifest], execute: int, cameras: tuple[str, .
                 "bench",
                 "--output",
                 str(run_dir / "episodes"),
+                "--video",
+                "none",  # as raw records none; scripts/bench_video.py measures what a video costs
             ),
             ready=WORKER_LINE,
         )

@@ -262,6 +262,8 @@ def start_fleet(fleet: LocalFleet, run_dir: Path, args: argparse.Namespace, spec
             str(args.poll_seconds),
             "--output",
             str(run_dir / "episodes"),
+            "--video",
+            "none",  # scheduling figures, not encoding
             "--adapter-option",
             f"synthetic.time_scale={args.time_scale / spec.speeds[i]}",
             "--adapter-option",

@@ -100,6 +100,8 @@ def start_worker(tmp_path: Path) -> Iterator[Callable[..., ServiceProcess]]:
             str(tmp_path / "episodes"),
             "--poll-seconds",
             "0.2",
+            # No videos unless a test asks: encoding costs the shared CPUs, and adds artifacts.
+            *(() if any(arg.startswith("--video") for arg in extra) else ("--video", "none")),
             *extra,
         )
         proc = ServiceProcess(argv, tmp_path / f"worker-{worker_id}.log", ready=WORKER_LINE)

@@ -122,3 +122,61 @@ def test_submit_watch_cancel_requeue_reprioritize_in_a_browser(start_scheduler, 
             assert errors == [], errors
         finally:
             browser.close()
+
+
+def _video(path: Path, frames: int) -> None:
+    """A real episode video as the worker records it (two 64x64 cameras, PyAV's H.264)."""
+    import numpy as np
+
+    from renderer_worker.video import VideoMode, VideoRecorder
+
+    recorder = VideoRecorder(str(path), VideoMode.ALL, ("agentview", "wrist"))
+    rng = np.random.default_rng(0)
+    for step in range(frames):
+        image = rng.integers(0, 256, size=(64, 64, 3), dtype=np.uint8)
+        recorder.add({"agentview": image, "wrist": image[::-1]}, step)
+    assert recorder.finish(False) is not None
+
+
+def test_the_episode_view_plays_the_episode_s_video(start_scheduler, tmp_path):
+    pytest.importorskip("av", reason="needs PyAV (pip install evalfleet[worker])")
+    proc, url = start_with_dashboard(start_scheduler)
+    client = proc.client()
+    client.submit([build_synthetic(2, seed=1, task="open_drawer")], "synthetic", batch_size=2, submission_id="vid")
+    lease = client.claim("gpu-worker-0", ["synthetic"])
+    _video(tmp_path / "episode.mp4", 20)
+    client.upload_artifact(lease, 0, tmp_path / "episode.mp4", "video", "video/mp4")
+    client.report_episode(lease, 0, False, steps=20, wall_seconds=1.5)
+    client.report_episode(lease, 1, True, steps=7, wall_seconds=0.5)
+    client.complete(lease)
+
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            errors: list[str] = []
+            page.on("pageerror", lambda error: errors.append(str(error)))
+            page.goto(f"{url}#/task/{lease.task_id}")
+            failed = page.locator("#episodes tr.episode[data-episode='0']")
+            sync_api.expect(failed).to_contain_text("task not solved in 20 steps", timeout=WAIT_MS)
+            sync_api.expect(failed.locator("td").nth(5)).to_have_text("1")  # the attempt that scored it
+            solved = page.locator("#episodes tr.episode[data-episode='1']")
+            sync_api.expect(solved.locator("td").nth(1)).to_have_text("yes")
+            assert solved.locator("video").count() == 0
+            video = failed.locator("video")
+            sync_api.expect(video).to_have_attribute("src", "/api/artifacts/" + _sha256(client, lease.task_id))
+            # The browser fetched the artifact and decoded its header: 30 frames at 10 fps.
+            page.wait_for_function(
+                "v => v.readyState >= 1 && v.duration > 0", arg=video.element_handle(), timeout=WAIT_MS
+            )
+            duration = video.evaluate("v => v.duration")
+            assert duration == pytest.approx(3.0, abs=0.2), duration
+            page.screenshot(path=str(tmp_path / "dashboard-episode-video.png"), full_page=True)
+            assert errors == [], errors
+        finally:
+            browser.close()
+
+
+def _sha256(client: SchedulerClient, task_id: str) -> str:
+    (video,) = [a for e in client.task(task_id).episodes for a in e.artifacts]
+    return video.sha256
