@@ -305,13 +305,12 @@ class Worker:
         task.running.discard(event.job.index)
         if event.outcome is not None:
             self._upload_artifacts(task, event.job, event.outcome)
-            if self._completes(task, event.job.index) and self._complete(
-                task, [self._result(task, event.job, event.outcome)]
-            ):
+            result = self._result(task, event.job, event.outcome)
+            if self._completes(task, event.job.index) and self._complete(task, [result]):
                 return
             # Not the task's last result, or Complete refused it (nothing stored): sent alone, so
             # ReportEpisode says what it refuses, as it always has.
-            self._report(task, event.job, event.outcome)
+            self._report(task, result)
         else:
             assert event.failure is not None
             log.warning("episode %d of %s failed: %s", event.job.index, task.lease.task_id, event.failure)
@@ -325,7 +324,8 @@ class Worker:
         return task.failure is None and task.finished_running and task.reported | {index} >= set(task.lease.episodes)
 
     def _result(self, task: HeldTask, job: EpisodeJob, outcome: EpisodeOutcome) -> pb.EpisodeResult:
-        """An episode's result as ``Complete`` carries it (the same fields as ``_report`` sends)."""
+        """An episode's result with how it was run: the actions executed per chunk and the remote
+        policy server, if one answered. ``Complete`` carries it, or ``ReportEpisode`` alone."""
         return episode_result(
             job.index,
             outcome.success,
@@ -337,25 +337,12 @@ class Worker:
             remote=task.remotes.get(job.index),
         )
 
-    def _report(self, task: HeldTask, job: EpisodeJob, outcome: EpisodeOutcome) -> None:
-        """Stores the result with how it was run: the actions executed per chunk and the remote
-        policy server, if one answered."""
-        lease, index = task.lease, job.index
-        remote = task.remotes.pop(index, None)
+    def _report(self, task: HeldTask, result: pb.EpisodeResult) -> None:
+        """Stores an episode's result on its own (``ReportEpisode``)."""
+        lease, index = task.lease, result.episode_index
+        task.remotes.pop(index, None)
         try:
-            self._retry(
-                lambda: self._scheduler.report_episode(
-                    lease,
-                    index,
-                    outcome.success,
-                    steps=outcome.steps,
-                    wall_seconds=outcome.wall_seconds,
-                    trace_digest=outcome.trace_digest,
-                    info=outcome.info,
-                    execute_steps=job.execute_steps,
-                    remote=remote,
-                )
-            )
+            self._retry(lambda: self._scheduler.report_result(lease, result))
         except (StaleLease, NotFound, Unavailable) as exc:
             self._lease_lost(LeaseLost(lease.task_id, lease.fencing_token, f"report not stored: {exc}"))
             return
