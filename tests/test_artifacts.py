@@ -318,6 +318,7 @@ def _another_database_s_store(tmp_path: Path) -> Path:
         (lambda tmp: _a_file(tmp) / "below", ": Not a directory"),
         (_another_database_s_store, " holds the artifacts of another scheduler database (store id 0123abcd)"),
     ],
+    ids=["a file", "below a file", "another database's store"],
 )
 def test_a_bad_artifacts_dir_exits_2_in_one_line_before_the_database_is_created(tmp_path, folder, said):
     artifacts_dir = folder(tmp_path)
