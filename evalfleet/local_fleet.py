@@ -58,6 +58,25 @@ def worker_argv(scheduler: str, policies: Sequence[str], *extra: str) -> list[st
     return [sys.executable, "-m", "renderer_worker.cli", "--scheduler", scheduler, *policy_args, *extra]
 
 
+def cpu_worker_argv(
+    scheduler: str, policies: Sequence[str], routes: Sequence[str], worker_id: str, output: Path, *extra: str
+) -> list[str]:
+    """A worker that renders on the CPU, serves ``routes`` and writes its episode logs under
+    ``output``: how the demo and the benchmarks run one on this machine."""
+    return worker_argv(
+        scheduler,
+        policies,
+        "--cpu",
+        "--routes",
+        ",".join(routes),
+        "--worker-id",
+        worker_id,
+        "--output",
+        str(output),
+        *extra,
+    )
+
+
 class LocalFleet:
     """Starts services under one run directory and stops them all on exit, in reverse order."""
 

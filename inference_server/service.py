@@ -104,6 +104,12 @@ class PolicyService(policy_pb2_grpc.PolicyServicer):
         if isinstance(backend, EndsSessions):
             await asyncio.get_running_loop().run_in_executor(self._session_ends, _end_session, backend, session_id)
 
+    def close(self) -> None:
+        """Once the server has stopped: waits for the session-end hooks running now (each talks to
+        its remote within its own timeout) and drops those not started; their sessions go with the
+        process."""
+        self._session_ends.shutdown(wait=True, cancel_futures=True)
+
     # -- helpers ---------------------------------------------------------------------------------
 
     def _ready(self) -> tuple[Loaded, Batcher]:

@@ -13,12 +13,16 @@ episodes stop being started, those running finish and are reported, then ``Fail`
 retryable unless the manifest itself is at fault); the lease was lost or the task cancelled (its
 episodes are killed, nothing more is written); or the worker is shutting down (``Release``: the task
 goes back without spending an attempt, as does one leased while the stop was requested).
+
+Files the episodes produced (videos) are uploaded on a thread of their own (``uploads.py``), under
+the lease that ran them, while the next episodes run. A task whose episodes have all ended is ended
+once its uploads are done, since the scheduler refuses an upload from a lease that has ended; its
+slots meanwhile go to the next task.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import queue
 import signal
 import time
@@ -28,7 +32,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from benchmarks.base import ArtifactFile
 from evalfleet.scheduler_api.client import SchedulerClient, claim_request, episode_result
 from evalfleet.scheduler_api.errors import InvalidArgument, NotFound, SchedulerError, StaleLease, Unavailable
 from evalfleet.scheduler_api.vocabulary import FailureReason
@@ -39,13 +42,14 @@ from renderer_worker.failures import EpisodeFailure
 from renderer_worker.lease_keeper import LeaseKeeper, LeaseLost
 from renderer_worker.policy_endpoints import PolicyEndpoints
 from renderer_worker.runner import EpisodeEnded, EpisodeRunner
+from renderer_worker.uploads import Uploader, UploadsDone
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-# The slowest link an artifact upload is given time for, on top of the usual call timeout.
-UPLOAD_FLOOR_BYTES_PER_S = 1_000_000
+# Files queued for upload per render slot before the next episode's files wait for room.
+UPLOADS_QUEUED_PER_SLOT = 4
 
 
 @dataclass(frozen=True)
@@ -83,6 +87,10 @@ class HeldTask:
     # False once the scheduler refused a Complete of this task (INVALID_ARGUMENT): the claim it
     # carried may be what it refused, so the task's Complete goes again without one.
     claim_with_complete: bool = True
+    # The task's last result, which its Complete carries once the task's uploads are done.
+    last_result: pb.EpisodeResult | None = None
+    # Every episode has ended; the task ends when its uploads are done (``UploadsDone``).
+    awaiting_uploads: bool = False
 
     @property
     def finished_running(self) -> bool:
@@ -113,6 +121,9 @@ class Worker:
             for slot in range(config.concurrency)
         ]
         self._tasks: dict[str, HeldTask] = {}
+        self._uploads = Uploader(
+            scheduler, self._events, lambda: self._grace_deadline, UPLOADS_QUEUED_PER_SLOT * config.concurrency
+        )
         self._manifests: dict[str, Manifest] = {}
         self._keeper: LeaseKeeper | None = None
         self._next_claim_at = 0.0
@@ -149,6 +160,7 @@ class Worker:
         self._scheduler.timeout = min(self._scheduler.timeout, registered.lease_seconds)
         self._keeper = LeaseKeeper(self._scheduler, self.config.worker_id, registered.lease_seconds, self._events)
         self._keeper.start()
+        self._uploads.start()
         try:
             while not (self._stopping and not self._tasks):
                 if not self._stopping:
@@ -157,6 +169,9 @@ class Worker:
                 self._enforce_deadlines()
                 self._handle(self._next_event())
         finally:
+            # Normally nothing is left to send (each task waited for its uploads); after the grace
+            # period, the upload under way gets what remains of it, at most one call's timeout.
+            self._uploads.close(timeout=max(0.0, min(self._grace_deadline - time.monotonic(), self._scheduler.timeout)))
             self._keeper.stop()
             for runner in self._runners:
                 runner.close()
@@ -187,6 +202,8 @@ class Worker:
             self._episode_ended(event)
         elif isinstance(event, LeaseLost):
             self._lease_lost(event)
+        elif isinstance(event, UploadsDone):
+            self._uploads_done(event)
         elif isinstance(event, _Stop):
             self._stop()
 
@@ -304,14 +321,12 @@ class Worker:
             return  # its task was lost, cancelled or handed back meanwhile
         task.running.discard(event.job.index)
         if event.outcome is not None:
-            self._upload_artifacts(task, event.job, event.outcome)
-            if self._completes(task, event.job.index) and self._complete(
-                task, [self._result(task, event.job, event.outcome)]
-            ):
-                return
-            # Not the task's last result, or Complete refused it (nothing stored): sent alone, so
-            # ReportEpisode says what it refuses, as it always has.
-            self._report(task, event.job, event.outcome)
+            self._uploads.submit(task.lease, event.job.index, event.outcome.artifacts)
+            result = self._result(task, event.job, event.outcome)
+            if self._completes(task, event.job.index):
+                task.last_result = result  # the task's Complete carries it (see _finish)
+            else:
+                self._report(task, result)
         else:
             assert event.failure is not None
             log.warning("episode %d of %s failed: %s", event.job.index, task.lease.task_id, event.failure)
@@ -325,7 +340,8 @@ class Worker:
         return task.failure is None and task.finished_running and task.reported | {index} >= set(task.lease.episodes)
 
     def _result(self, task: HeldTask, job: EpisodeJob, outcome: EpisodeOutcome) -> pb.EpisodeResult:
-        """An episode's result as ``Complete`` carries it (the same fields as ``_report`` sends)."""
+        """An episode's result with how it was run: the actions executed per chunk and the remote
+        policy server, if one answered. ``Complete`` carries it, or ``ReportEpisode`` alone."""
         return episode_result(
             job.index,
             outcome.success,
@@ -337,25 +353,12 @@ class Worker:
             remote=task.remotes.get(job.index),
         )
 
-    def _report(self, task: HeldTask, job: EpisodeJob, outcome: EpisodeOutcome) -> None:
-        """Stores the result with how it was run: the actions executed per chunk and the remote
-        policy server, if one answered."""
-        lease, index = task.lease, job.index
-        remote = task.remotes.pop(index, None)
+    def _report(self, task: HeldTask, result: pb.EpisodeResult) -> None:
+        """Stores an episode's result on its own (``ReportEpisode``)."""
+        lease, index = task.lease, result.episode_index
+        task.remotes.pop(index, None)
         try:
-            self._retry(
-                lambda: self._scheduler.report_episode(
-                    lease,
-                    index,
-                    outcome.success,
-                    steps=outcome.steps,
-                    wall_seconds=outcome.wall_seconds,
-                    trace_digest=outcome.trace_digest,
-                    info=outcome.info,
-                    execute_steps=job.execute_steps,
-                    remote=remote,
-                )
-            )
+            self._retry(lambda: self._scheduler.report_result(lease, result))
         except (StaleLease, NotFound, Unavailable) as exc:
             self._lease_lost(LeaseLost(lease.task_id, lease.fencing_token, f"report not stored: {exc}"))
             return
@@ -369,34 +372,6 @@ class Worker:
             return
         task.reported.add(index)
 
-    def _upload_artifacts(self, task: HeldTask, job: EpisodeJob, outcome: EpisodeOutcome) -> None:
-        """Uploads the files the episode produced, before its result: the scheduler lists them once
-        the result is stored under the same lease, and refuses them from a lease that moved on. An
-        upload that fails costs the file, never the result: it is logged and the worker goes on."""
-        for artifact in outcome.artifacts:
-            what = f"{artifact.kind} artifact {artifact.path} of episode {job.index} of {task.lease.task_id}"
-            try:
-                response = self._upload(task.lease, job.index, artifact)
-            except (SchedulerError, OSError, ValueError) as exc:
-                log.warning("%s not stored: %s", what, exc)
-            else:
-                log.info("%s stored as %s", what, response.artifact.sha256)
-
-    def _upload(self, lease: pb.Lease, index: int, artifact: ArtifactFile) -> pb.UploadArtifactResponse:
-        """One upload, tried again a few times through a scheduler outage (an upload is idempotent),
-        then given up on: unlike a result, a file is not worth stalling the worker for."""
-        timeout = self._scheduler.timeout + os.path.getsize(artifact.path) / UPLOAD_FLOOR_BYTES_PER_S
-        delays = [0.5, 2.0]
-        while True:
-            try:
-                return self._scheduler.upload_artifact(
-                    lease, index, artifact.path, artifact.kind, artifact.media_type, timeout=timeout
-                )
-            except Unavailable:
-                if not delays or time.monotonic() + delays[0] > self._grace_deadline:
-                    raise
-                time.sleep(delays.pop(0))
-
     def _fail_task(self, task: HeldTask, failure: EpisodeFailure) -> None:
         """Stops starting the task's episodes; it fails once those running have ended."""
         if task.failure is None:
@@ -407,6 +382,10 @@ class Worker:
 
     def _enforce_deadlines(self) -> None:
         now = time.monotonic()
+        if now > self._grace_deadline:
+            for waiting in [t for t in self._tasks.values() if t.awaiting_uploads]:
+                log.warning("task %s ends with uploads pending: the grace period is over", waiting.lease.task_id)
+                self._finish(waiting)
         for runner in self._runners:
             job = runner.job
             if job is None:
@@ -427,8 +406,22 @@ class Worker:
     # Ending tasks ---------------------------------------------------------------------------
 
     def _finish(self, task: HeldTask) -> None:
-        """Ends a task whose episodes have all stopped: complete, fail or release it."""
+        """Ends a task whose episodes have all stopped, once its uploads are done (or the grace
+        period is over): complete, fail or release it."""
         lease, failure = task.lease, task.failure
+        task.awaiting_uploads = self._uploads.pending(lease) and time.monotonic() <= self._grace_deadline
+        if task.awaiting_uploads:
+            return  # _uploads_done comes back here
+        if failure is None and task.last_result is not None:
+            result, task.last_result = task.last_result, None
+            if self._complete(task, [result]):
+                return
+            # Complete refused it (nothing stored): sent alone, so ReportEpisode says what it
+            # refuses, as it always has; then the task ends as usual, if it is still held.
+            self._report(task, result)
+            if lease.task_id in self._tasks:
+                self._finish(task)
+            return
         self._drop(lease.task_id)
         if failure is not None:
             self._fail_lease(lease, failure)
@@ -436,6 +429,11 @@ class Worker:
             self._complete(task, [])
         else:
             self._end_lease(lease, lambda: self._scheduler.release(lease, "worker shutting down"))
+
+    def _uploads_done(self, event: UploadsDone) -> None:
+        task = self._tasks.get(event.task_id)
+        if task is not None and task.lease.fencing_token == event.fencing_token and task.awaiting_uploads:
+            self._finish(task)
 
     def _complete(self, task: HeldTask, results: Sequence[pb.EpisodeResult]) -> bool:
         """Completes ``task``, storing ``results`` (its last) in the same write, and claims the next

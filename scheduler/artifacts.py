@@ -89,6 +89,26 @@ class ArtifactStoreError(Exception):
     """The artifact folder cannot serve this database (it belongs to another one)."""
 
 
+def check_root(root: Path, new_database: bool) -> None:
+    """Refuses, before anything is created, a folder that cannot be a database's store: a path that
+    exists but is not a folder, a folder (or the nearest existing parent of a missing one) that this
+    process cannot write, or, for a database not created yet, a store another database owns.
+    ``ArtifactStore`` checks an existing database's store against its id when it opens it."""
+    existing = root
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise ArtifactStoreError(f"--artifacts-dir {root}: {os.strerror(errno.ENOTDIR)}")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise ArtifactStoreError(f"--artifacts-dir {root}: {os.strerror(errno.EACCES)}")
+    marker = root / OWNER_FILE
+    if new_database and marker.is_file():
+        raise ArtifactStoreError(
+            f"{root} holds the artifacts of another scheduler database (store id {marker.read_text().strip()});"
+            " give each database its own --artifacts-dir"
+        )
+
+
 class ArtifactStore:
     """Files named by sha256 under ``root``; the database says which exist (``artifact_files``).
 

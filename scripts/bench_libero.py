@@ -51,7 +51,7 @@ import numpy as np
 from benchmarks.libero.adapter import add_build_arguments, build_manifests
 from benchmarks.libero.manifest import WAIT_ACTION, episode_spec
 from benchmarks.libero.sim import CAMERAS, global_numpy_rng, make_env, observe, write_fixture_poses
-from evalfleet.local_fleet import WORKER_LINE, LocalFleet, policy_argv, scheduler_argv, worker_argv
+from evalfleet.local_fleet import WORKER_LINE, LocalFleet, cpu_worker_argv, policy_argv, scheduler_argv
 from evalfleet.policy_api.client import PolicyClient
 from evalfleet.scheduler_api.client import SchedulerClient
 from inference_server.backends.reference import seeded_random_chunk
@@ -176,16 +176,12 @@ def run_evalfleet(manifests: list[Manifest], execute: int, cameras: tuple[str, .
         policy = fleet.start("policy", policy_argv(EPOCH, root))
         worker = fleet.start(
             "worker",
-            worker_argv(
+            cpu_worker_argv(
                 scheduler.address,
                 [policy.address],
-                "--cpu",
-                "--routes",
-                "libero",
-                "--worker-id",
+                ["libero"],
                 "bench",
-                "--output",
-                str(run_dir / "episodes"),
+                run_dir / "episodes",
                 "--video",
                 "none",  # as raw records none; scripts/bench_video.py measures what a video costs
             ),

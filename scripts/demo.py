@@ -21,7 +21,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from evalfleet.local_fleet import WORKER_LINE, LocalFleet, policy_argv, scheduler_argv, worker_argv
+from evalfleet.local_fleet import WORKER_LINE, LocalFleet, cpu_worker_argv, policy_argv, scheduler_argv
 from evalfleet.policy_api.client import PolicyClient
 from evalfleet.scheduler_api.client import SchedulerClient
 from inference_server.backends.oracle import ORACLE_SETTINGS
@@ -134,16 +134,8 @@ def main() -> int:
         for n in range(args.workers):
             fleet.start(
                 f"worker-{n}",
-                worker_argv(
-                    scheduler.address,
-                    [policy.address],
-                    "--cpu",
-                    "--routes",
-                    "libero",
-                    "--worker-id",
-                    f"demo-worker-{n}",
-                    "--output",
-                    str(args.run_dir / "episodes"),
+                cpu_worker_argv(
+                    scheduler.address, [policy.address], ["libero"], f"demo-worker-{n}", args.run_dir / "episodes"
                 ),
                 ready=WORKER_LINE,
             )

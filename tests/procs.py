@@ -25,6 +25,7 @@ __all__ = [
     "cli",
     "db_fingerprint",
     "free_port",
+    "one_line_refusal",
     "policy_argv",
     "policy_steps_logged",
     "scheduler_argv",
@@ -47,6 +48,15 @@ def cli(*args: str, env: dict[str, str] | None = None, timeout: float = 60.0) ->
         env={**os.environ, **(env or {})},
         timeout=timeout,
     )
+
+
+def one_line_refusal(run: subprocess.CompletedProcess[str]) -> str:
+    """The stderr of a command that must have refused a user's mistake: exit 2, one line, no
+    traceback."""
+    assert run.returncode == 2, run
+    stderr = run.stderr
+    assert "Traceback" not in stderr and stderr.count("\n") == 1, stderr
+    return stderr
 
 
 def db_fingerprint(db_path: Path) -> str:

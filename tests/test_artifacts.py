@@ -16,7 +16,7 @@ from pathlib import Path
 import grpc
 import pytest
 from dashboard_proc import start_with_dashboard
-from procs import cli, db_fingerprint
+from procs import cli, db_fingerprint, one_line_refusal
 from small_disk import fill, require_small_disk
 
 from benchmarks.synthetic.manifest import build_synthetic
@@ -299,13 +299,36 @@ def test_a_store_another_database_owns_is_refused_at_start(start_scheduler, tmp_
     assert _files(shared) == kept
 
 
-def test_an_artifacts_dir_that_is_a_file_exits_2_in_one_line(tmp_path):
-    not_a_folder = tmp_path / "file"
-    not_a_folder.write_text("not a folder")
-    run = cli("serve", "--db", str(tmp_path / "db.sqlite"), "--artifacts-dir", str(not_a_folder), "--port", "0")
-    assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr
-    assert run.stderr.strip().splitlines()[-1] == f"scheduler: --artifacts-dir {not_a_folder}: Not a directory"
-    assert not_a_folder.read_text() == "not a folder"
+def _a_file(tmp_path: Path) -> Path:
+    (tmp_path / "file").write_text("not a folder")
+    return tmp_path / "file"
+
+
+def _another_database_s_store(tmp_path: Path) -> Path:
+    store = tmp_path / "theirs"
+    store.mkdir()
+    (store / OWNER_FILE).write_text("0123abcd\n")
+    return store
+
+
+@pytest.mark.parametrize(
+    ("folder", "said"),
+    [
+        (_a_file, ": Not a directory"),
+        (lambda tmp: _a_file(tmp) / "below", ": Not a directory"),
+        (_another_database_s_store, " holds the artifacts of another scheduler database (store id 0123abcd)"),
+    ],
+    ids=["a file", "below a file", "another database's store"],
+)
+def test_a_bad_artifacts_dir_exits_2_in_one_line_before_the_database_is_created(tmp_path, folder, said):
+    artifacts_dir = folder(tmp_path)
+    before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    db = tmp_path / "db.sqlite"
+    stderr = one_line_refusal(cli("serve", "--db", str(db), "--artifacts-dir", str(artifacts_dir), "--port", "0"))
+    assert stderr.startswith("scheduler: ") and said in stderr, stderr
+    assert str(artifacts_dir) in stderr
+    assert not db.exists(), "no database was created"
+    assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before, "nothing was written"
 
 
 def test_a_full_artifact_disk_refuses_the_upload_leaves_nothing_and_recovers(start_scheduler, tmp_path):

@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import subprocess
 import threading
 from pathlib import Path
 
 import pytest
-from procs import cli, wait_until
+from procs import cli, one_line_refusal, wait_until
 
 from benchmarks.synthetic.manifest import build_synthetic
 from evalfleet.scheduler_api.client import SchedulerClient
@@ -23,14 +22,6 @@ pytestmark = pytest.mark.timeout(240)
 
 FIXTURES = Path(__file__).parent / "fixtures"
 V3_FIXTURE = FIXTURES / "scheduler-v3.sqlite"
-
-
-def _one_line_refusal(run: subprocess.CompletedProcess[str]) -> str:
-    """The stderr of a command that must have refused in one line with exit 2."""
-    assert run.returncode == 2, run
-    stderr = run.stderr
-    assert "Traceback" not in stderr and stderr.count("\n") == 1, stderr
-    return stderr
 
 
 def _load(address: str, name: str, stop: threading.Event, reported: list[int], errors: list[BaseException]) -> None:
@@ -62,7 +53,7 @@ def test_a_backup_under_write_load_is_a_consistent_state_a_scheduler_serves(star
         first = cli("backup", "--db", str(live.db), "--out", str(copy))
         assert first.returncode == 0, first.stderr
         first_copy = copy.read_bytes()
-        refused = _one_line_refusal(cli("backup", "--db", str(live.db), "--out", str(copy)))
+        refused = one_line_refusal(cli("backup", "--db", str(live.db), "--out", str(copy)))
         assert refused == f"scheduler: --out {copy} exists; pass --force to replace it\n"
         assert copy.read_bytes() == first_copy, "the refusal left the first copy as it was"
         at_backup = len(reported)
@@ -140,6 +131,6 @@ def test_a_backup_that_cannot_be_made_is_one_line_and_leaves_no_file(tmp_path, a
     with sqlite3.connect(tmp_path / "people.sqlite") as conn:
         conn.execute("CREATE TABLE people (name TEXT)")
     before = sorted(p.name for p in tmp_path.iterdir())
-    stderr = _one_line_refusal(cli("backup", *(arg.format(tmp=tmp_path) for arg in args)))
+    stderr = one_line_refusal(cli("backup", *(arg.format(tmp=tmp_path) for arg in args)))
     assert message.format(tmp=tmp_path) in stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == before

@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import shutil
 import sqlite3
-import subprocess
 from pathlib import Path
 
 import pytest
-from procs import cli, db_fingerprint
+from procs import cli, db_fingerprint, one_line_refusal
 
 from evalfleet.v1 import scheduler_pb2 as pb
 from scheduler.store.schema import SCHEMA_VERSION, VERSION_3_COLUMNS
@@ -25,14 +24,6 @@ pytestmark = pytest.mark.timeout(240)
 
 FIXTURES = Path(__file__).parent / "fixtures"
 V3_FIXTURE = FIXTURES / "scheduler-v3.sqlite"
-
-
-def _one_line_refusal(run: subprocess.CompletedProcess[str]) -> str:
-    """The stderr of a command that must have refused in one line with exit 2."""
-    assert run.returncode == 2, run
-    stderr = run.stderr
-    assert "Traceback" not in stderr and stderr.count("\n") == 1, stderr
-    return stderr
 
 
 # Schema versions ----------------------------------------------------------------------------------
@@ -65,7 +56,7 @@ def test_a_database_of_a_newer_or_unknown_version_is_refused_unchanged(tmp_path,
         damage(conn)
     conn.close()
     before = db.read_bytes()
-    stderr = _one_line_refusal(cli("serve", "--db", str(db), "--port", "0"))
+    stderr = one_line_refusal(cli("serve", "--db", str(db), "--port", "0"))
     assert stderr.startswith(f"scheduler: {db}: ") and message in stderr
     assert db.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["scheduler.sqlite"]
 
@@ -80,7 +71,7 @@ def test_a_file_that_is_no_scheduler_database_is_refused_unchanged(tmp_path):
     for path, message in ((people, "not a scheduler database: no schema version, and tables people"),
                           (text, "cannot open the database: file is not a database")):  # fmt: skip
         before = path.read_bytes()
-        assert message in _one_line_refusal(cli("serve", "--db", str(path), "--port", "0"))
+        assert message in one_line_refusal(cli("serve", "--db", str(path), "--port", "0"))
         assert path.read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.sqlite", "people.sqlite"]
 
@@ -110,7 +101,7 @@ def test_an_upgrade_that_fails_at_its_last_step_leaves_the_old_database_as_it_wa
     conn.close()
     rows, tables = db_fingerprint(db), _schema_sql(db)
 
-    stderr = _one_line_refusal(cli("serve", "--db", str(db), "--port", "0"))
+    stderr = one_line_refusal(cli("serve", "--db", str(db), "--port", "0"))
     assert (
         f"upgrading the database from schema version 1 to {SCHEMA_VERSION} failed (disk went away); "
         "it was rolled back and is unchanged"

@@ -8,10 +8,12 @@ from pathlib import Path
 
 import pytest
 from procs import wait_until
+from scheduler_proxy import HoldingProxy
 
 from benchmarks.synthetic.manifest import build_synthetic
 from evalfleet.policy_api.client import PolicyClient
 from evalfleet.scheduler_api.client import SchedulerClient, selector
+from evalfleet.v1 import scheduler_pb2 as pb
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
@@ -38,6 +40,15 @@ def _second_episode_stepping(folder: Path) -> bool:
     return bool(second) and '"event": "step"' in second[0].read_text()
 
 
+def _artifacts_listed(client: SchedulerClient, submission: str) -> int:
+    """How many stored episodes of the submission list an artifact (uploads go after the result)."""
+    return sum(
+        bool(episode.artifacts)
+        for task in client.tasks(selector(submission)).tasks
+        for episode in client.task(task.task_id).episodes
+    )
+
+
 def _download(client: SchedulerClient, sha256: str) -> bytes:
     out = io.BytesIO()
     client.download_artifact(sha256, out)
@@ -55,7 +66,7 @@ def test_a_killed_worker_s_retried_attempt_lists_its_own_artifacts(
     first_dir, second_dir = tmp_path / "first", tmp_path / "second"
     doomed = start_worker(scheduler.address, [policy.address], *_artifact_options(first_dir), worker_id="doomed")
     # One episode stored with its artifact, the next one under way: kill the worker mid-episode.
-    wait_until(lambda: client.status("killed").submissions[0].episodes_completed >= 1, 60, "an episode stored")
+    wait_until(lambda: _artifacts_listed(client, "killed") >= 1, 60, "an episode stored with its artifact")
     wait_until(lambda: _second_episode_stepping(tmp_path / "episodes"), 60, "the next episode under way")
     doomed.kill()
     start_worker(scheduler.address, [policy.address], *_artifact_options(second_dir), worker_id="second")
@@ -97,3 +108,35 @@ def test_the_worker_keeps_going_when_the_scheduler_refuses_its_uploads(
     log = worker.log_path.read_text()
     assert log.count("synthetic artifact") >= 4 and log.count("not stored: header.size_bytes:") >= 4
     assert "--max-artifact-bytes" in log
+
+
+def test_the_next_task_is_claimed_and_run_while_an_upload_is_pending(
+    start_scheduler, start_policy, start_worker, tmp_path
+):
+    """An upload no longer holds up the worker's loop: with the first task's upload held by the
+    proxy (a double of the network), the one-slot worker claims and runs the second task; the first
+    task's Complete, which carries its result, waits for its upload, still under its lease."""
+    scheduler = start_scheduler("--lease-seconds", "30")
+    client = scheduler.client()
+    policy = start_policy("syn")
+    manifest = build_synthetic(2, seed=13, mean_seconds=0.5, sigma=0.01)
+    client.submit([manifest], "synthetic", batch_size=1, submission_id="behind", checkpoint=_digest(policy.address))
+    files = tmp_path / "files"
+    with HoldingProxy(scheduler.address) as proxy:
+        proxy.hold_uploads()
+        start_worker(proxy.address, [policy.address], *_artifact_options(files), worker_id="w")
+        assert proxy.upload_arrived.wait(60), "the first episode's upload reached the proxy"
+        wait_until(lambda: len(list(files.iterdir())) == 2, 60, "the second task's episode run")
+        status = client.status("behind").tasks
+        assert (status.leased, status.succeeded) == (2, 0), "both held at once: the first waits for its upload"
+        assert proxy.uploads_forwarded == 0
+        proxy.release_uploads()
+        wait_until(lambda: client.status("behind").tasks.succeeded == 2, 60, "both tasks done")
+        assert proxy.uploads_forwarded == 2
+
+    written = {path.read_bytes() for path in files.iterdir()}
+    for task in client.tasks(selector("behind")).tasks:
+        assert (task.state, task.attempts) == (pb.TASK_STATE_SUCCEEDED, 1)
+        (stored,) = client.task(task.task_id).episodes
+        (artifact,) = stored.artifacts  # uploaded under the lease whose result is stored
+        assert artifact.fencing_token == stored.fencing_token and _download(client, artifact.sha256) in written

@@ -188,7 +188,8 @@ class SchedulerClient:
         execute_steps: int | None = None,
         remote: pb.RemotePolicy | None = None,
     ) -> bool:
-        """Stores one episode's result; returns True when it had been stored already."""
+        """Stores one episode's result (built by ``episode_result``); returns True when it had been
+        stored already."""
         result = episode_result(
             index,
             success,
@@ -199,6 +200,11 @@ class SchedulerClient:
             execute_steps=execute_steps,
             remote=remote,
         )
+        return self.report_result(lease, result)
+
+    def report_result(self, lease: Lease, result: pb.EpisodeResult) -> bool:
+        """Stores one episode's result as ``Complete`` would carry it (see ``episode_result``);
+        returns True when it had been stored already."""
         response: pb.ReportEpisodeResponse = self._call(
             "ReportEpisode", pb.ReportEpisodeRequest(lease=_ref(lease), result=result)
         )

@@ -151,6 +151,7 @@ async def serve(args: argparse.Namespace, described: Described, security: Securi
         await server.stop(grace=2.0)  # in-flight steps finish on the still-running batcher
         for task in tasks:
             task.cancel()
+        service.close()
 
 
 def load(described: Described) -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from evalfleet.auth import ExposureError, check_exposure, read_pem, read_token
-from scheduler.artifacts import ArtifactLimits, ArtifactStoreError
+from scheduler.artifacts import ArtifactLimits, ArtifactStoreError, check_root, default_root
 from scheduler.cli.common import UsageError
 
 if TYPE_CHECKING:
@@ -96,6 +96,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
                 check_free(f"{args.host}:{port}")
         except PortTaken as exc:
             raise UsageError(f"{flag}: {exc}" if flag == "--http-port" else str(exc)) from None
+    # The artifact folder too: a refusal of it must leave no new database behind.
+    try:
+        check_root(args.artifacts_dir or default_root(args.db), new_database=not args.db.exists())
+    except ArtifactStoreError as exc:
+        raise UsageError(str(exc)) from None
     config = ServeConfig(
         db_path=args.db,
         host=args.host,

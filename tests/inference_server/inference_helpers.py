@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +50,14 @@ def episode(name: str = "0") -> policy_pb2.EpisodeMeta:
     return policy_pb2.EpisodeMeta(
         benchmark="robotwin", task="adjust_bottle", setting="clean", episode_id=name, instruction="adjust the bottle"
     )
+
+
+def load_failure(run: subprocess.CompletedProcess[str]) -> str:
+    """The one line a server that failed to load prints, after checking that it exited 1."""
+    assert run.returncode == 1, run.stderr
+    assert "Traceback" not in run.stderr
+    (line,) = [line for line in run.stderr.splitlines() if line.startswith("inference-server: ")]
+    return line
 
 
 class ServerProcess(ServiceProcess):

@@ -14,21 +14,14 @@ import math
 import subprocess
 import threading
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
-from inference_helpers import ServerProcess
+from inference_helpers import ServerProcess, load_failure
 from openpi_client import image_tools
-from openpi_helpers import (
-    ACTION_DIM,
-    REMOTE_CHUNK,
-    OpenpiServer,
-    handshake_sha256,
-    make_remote_checkpoint,
-    remote_settings,
-)
+from openpi_helpers import REMOTE_CHUNK, OpenpiServer, handshake_sha256
 from openpi_policy import expected_actions
+from remote_checkpoints import ACTION_DIM, make_remote_checkpoint
 
 from evalfleet.local_fleet import policy_argv
 from evalfleet.policy_api import identity
@@ -41,7 +34,6 @@ from evalfleet.policy_api.errors import (
 )
 from evalfleet.processes import free_port
 from evalfleet.v1 import policy_pb2, scheduler_pb2
-from inference_server.checkpoint import seal
 from renderer_worker.episode import _policy_reason
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
@@ -249,14 +241,6 @@ def test_a_misbehaving_remote_is_a_typed_backend_failure_naming_it(fleet, mode: 
             np.testing.assert_allclose(chunk, Step(0).expected, rtol=0, atol=1e-4)
 
 
-def load_failure(run: subprocess.CompletedProcess[str]) -> str:
-    """The one line a server that failed to load prints, after checking that it exited 1."""
-    assert run.returncode == 1, run.stderr
-    assert "Traceback" not in run.stderr
-    (line,) = [line for line in run.stderr.splitlines() if line.startswith("inference-server: ")]
-    return line
-
-
 def test_a_remote_that_answers_wrongly_at_load_stops_the_server_with_one_line(tmp_path: Path, openpi) -> None:
     openpi.run(mode="wrong-shape")
     make_remote_checkpoint(tmp_path, openpi.url)
@@ -272,30 +256,3 @@ def test_a_declared_handshake_that_differs_is_refused_at_load(tmp_path: Path, op
     run = subprocess.run(policy_argv("pi05", tmp_path), capture_output=True, text=True, timeout=120, check=False)
     line = load_failure(run)
     assert f"answered handshake sha256 {handshake_sha256('1')}, expected {handshake_sha256('2')}" in line
-
-
-@pytest.mark.parametrize(
-    ("override", "named"),
-    [
-        ({"url": "http://host:8000"}, "settings.url"),
-        ({"dialect": "grpc"}, "settings.dialect"),
-        ({"dialect": ["openpi"]}, "settings.dialect"),
-        ({"connections": 0}, "settings.connections"),
-        ({"reply_timeout_s": -1}, "settings.reply_timeout_s"),
-        ({"request": [{"key": "prompt"}]}, "settings.request[0] needs exactly one of"),
-        ({"request": [{"key": "image", "camera": "front"}]}, "settings.request[0].camera 'front'"),
-        ({"request": [{"key": "s", "state": [{"name": "robot0_eef_pos", "as": "axisangle"}]}]}, "not a quaternion"),
-        ({"handshake_sha256": "abc"}, "settings.handshake_sha256"),
-        # A misspelt setting would be sealed into the digest and ignored; StarVLA's are not openpi's.
-        ({"reply_timeout": 5}, "settings.reply_timeout is not a setting of the openpi dialect"),
-        ({"unnorm_key": "libero"}, "settings.unnorm_key is not a setting of the openpi dialect"),
-    ],
-)
-def test_bad_remote_settings_are_refused_by_name(tmp_path: Path, override: dict[str, Any], named: str) -> None:
-    make_remote_checkpoint(tmp_path, "ws://127.0.0.1:1")
-    seal(tmp_path / "pi05", "remote", {**remote_settings("ws://127.0.0.1:1"), **override})
-    run = subprocess.run(
-        [*policy_argv("pi05", tmp_path), "--dry-run"], capture_output=True, text=True, timeout=60, check=False
-    )
-    assert run.returncode == 2
-    assert run.stderr.count("\n") == 1 and named in run.stderr, run.stderr

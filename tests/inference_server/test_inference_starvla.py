@@ -20,9 +20,10 @@ from typing import Any
 
 import numpy as np
 import pytest
-from inference_helpers import ServerProcess
+from inference_helpers import ServerProcess, load_failure
 from openpi_client import image_tools
-from openpi_helpers import ACTION_DIM, REMOTE_CHUNK, STARVLA_DOUBLE, OpenpiServer, make_remote_checkpoint
+from openpi_helpers import REMOTE_CHUNK, STARVLA_DOUBLE, OpenpiServer
+from remote_checkpoints import ACTION_DIM, make_remote_checkpoint
 from starvla_double import expected_actions
 
 from evalfleet.local_fleet import policy_argv
@@ -221,14 +222,6 @@ def test_a_remote_that_does_not_answer_in_time_is_unavailable(tmp_path: Path, do
         assert double.url in slow.value.message and "no reply within 0.5 s" in slow.value.message
 
 
-def load_failure(run: subprocess.CompletedProcess[str]) -> str:
-    """The one line a server that failed to load prints, after checking that it exited 1."""
-    assert run.returncode == 1, run.stderr
-    assert "Traceback" not in run.stderr
-    (line,) = [line for line in run.stderr.splitlines() if line.startswith("inference-server: ")]
-    return line
-
-
 @pytest.mark.parametrize(
     ("unnorm_key", "said"),
     [
@@ -242,31 +235,6 @@ def test_an_unnorm_key_the_server_lacks_is_refused_at_load(tmp_path: Path, doubl
     run = subprocess.run(policy_argv("pi05", tmp_path), capture_output=True, text=True, timeout=120, check=False)
     line = load_failure(run)
     assert double.url in line and said in line and "'libero_object', 'libero_goal'" in line, line
-
-
-@pytest.mark.parametrize(
-    ("override", "named"),
-    [
-        ({"examples_per_request": 0}, "settings.examples_per_request"),
-        ({"examples_per_requests": 4}, "settings.examples_per_requests is not a setting of the starvla dialect"),
-        ({"examples_per_request": True}, "settings.examples_per_request"),
-        ({"unnorm_key": 3}, "settings.unnorm_key"),
-        ({"predict_kwargs": {"use_ddim": [1]}}, "settings.predict_kwargs"),
-        ({"predict_kwargs": {"examples": 1}}, "settings.predict_kwargs must not set examples"),
-        ({"request": [{"key": "image", "cameras": "agentview"}]}, "settings.request[0].cameras must be a non-empty"),
-        (
-            {"request": [{"key": "image", "cameras": ["agentview", "front"]}]},
-            "settings.request[0].cameras names 'front'",
-        ),
-    ],
-)
-def test_bad_starvla_settings_are_refused_by_name(tmp_path: Path, override: dict[str, Any], named: str) -> None:
-    make_remote_checkpoint(tmp_path, "ws://127.0.0.1:1", dialect="starvla", **override)
-    run = subprocess.run(
-        [*policy_argv("pi05", tmp_path), "--dry-run"], capture_output=True, text=True, timeout=60, check=False
-    )
-    assert run.returncode == 2
-    assert run.stderr.count("\n") == 1 and named in run.stderr, run.stderr
 
 
 CAMERAS = ("agentview", "robot0_eye_in_hand")

@@ -17,9 +17,10 @@ from functools import partial
 from pathlib import Path
 
 import pytest
-from openpi_helpers import STARVLA_DOUBLE, OpenpiServer, make_remote_checkpoint
+from openpi_helpers import STARVLA_DOUBLE, OpenpiServer
 from procs import build_libero_manifests, submit_libero, wait_settled, wait_until
-from vlaeval_helpers import VlaEvalServer, make_vlaeval_checkpoint
+from remote_checkpoints import EPOCHS, make_remote_checkpoint
+from vlaeval_helpers import VlaEvalServer
 
 from evalfleet.processes import free_port
 from evalfleet.v1 import scheduler_pb2
@@ -33,33 +34,29 @@ CAMERA = 64
 MAX_STEPS = 6
 
 
-# dialect: (the remote server, the checkpoint maker, the epoch it seals)
-DIALECTS = {
-    "openpi": (OpenpiServer, make_remote_checkpoint, "pi05"),
-    "starvla": (
-        partial(OpenpiServer, script=STARVLA_DOUBLE),
-        partial(make_remote_checkpoint, dialect="starvla"),
-        "pi05",
-    ),
-    "vla-eval": (VlaEvalServer, make_vlaeval_checkpoint, "vlaeval"),
+# The remote server each dialect is tested against.
+SERVERS = {
+    "openpi": OpenpiServer,
+    "starvla": partial(OpenpiServer, script=STARVLA_DOUBLE),
+    "vla-eval": VlaEvalServer,
 }
 
 
-@pytest.mark.parametrize("dialect", sorted(DIALECTS))
+@pytest.mark.parametrize("dialect", sorted(SERVERS))
 def test_libero_episodes_through_a_remote_survive_its_kill(dialect, scheduler, tmp_path, start_policy, start_worker):
     out = tmp_path / "manifests"
     build_libero_manifests(out, "0-1", 1, CAMERA, MAX_STEPS)
 
-    server_class, make_checkpoint, epoch = DIALECTS[dialect]
-    remote = server_class(free_port(), tmp_path / f"{dialect}.log").run()
+    remote = SERVERS[dialect](free_port(), tmp_path / f"{dialect}.log").run()
     try:
-        root = make_checkpoint(
+        root = make_remote_checkpoint(
             tmp_path / "checkpoints",
             remote.url,
+            dialect=dialect,
             cameras=[{"name": n, "height": CAMERA, "width": CAMERA} for n in ("agentview", "robot0_eye_in_hand")],
             chunk_length=2,
         )
-        policy = start_policy(epoch, root=root)
+        policy = start_policy(EPOCHS[dialect], root=root)
         submit_libero(scheduler.address, policy.address, out, "remote-e2e", "--max-attempts", "4")
         start_worker(scheduler.address, [policy.address], "--routes", "libero", worker_id="lw0")
 

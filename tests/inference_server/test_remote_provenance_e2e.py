@@ -12,8 +12,9 @@ import json
 import math
 
 import pytest
-from openpi_helpers import OpenpiServer, handshake_sha256, make_remote_checkpoint
+from openpi_helpers import OpenpiServer, handshake_sha256
 from procs import cli, wait_until
+from remote_checkpoints import make_remote_checkpoint
 
 from benchmarks.synthetic.manifest import build_synthetic
 from evalfleet.policy_api.client import PolicyClient

@@ -26,20 +26,13 @@ from openpi_client import msgpack_numpy
 from websockets.protocol import State
 from websockets.sync.client import ClientConnection, connect
 
+from inference_server.backends.remote import frames
 from inference_server.backends.remote.dialect import RemoteDown, RemoteSaid, quote
 
 
-def _received(connection: ClientConnection, timeout_s: float, what: str) -> bytes:
-    """The next frame, which must be binary; a text frame is openpi's traceback."""
-    try:
-        frame: str | bytes = connection.recv(timeout=timeout_s)
-    except TimeoutError:
-        raise RemoteDown(f"no {what} within {timeout_s:g} s") from None
-    except websockets.exceptions.ConnectionClosed as exc:
-        raise RemoteDown(f"the connection closed before the {what} ({exc})") from None
-    if isinstance(frame, str):
-        raise RemoteSaid(f"the policy raised:\n{quote(frame)}")
-    return frame
+def _traceback(text: str) -> str:
+    """What a text frame from openpi's server says: it is the policy's traceback."""
+    return f"the policy raised:\n{quote(text)}"
 
 
 def _decoded(frame: bytes, what: str) -> dict[str, Any]:
@@ -59,7 +52,7 @@ def open_socket(url: str, timeout_s: float) -> tuple[ClientConnection, bytes, di
     except (OSError, TimeoutError, websockets.exceptions.InvalidHandshake) as exc:
         raise RemoteDown(f"cannot connect: {exc}") from None
     try:
-        handshake = _received(connection, timeout_s, "metadata frame")
+        handshake = frames.receive(connection, timeout_s, "metadata frame", _traceback)
         return connection, handshake, _decoded(handshake, "metadata frame")
     except (RemoteDown, RemoteSaid):
         connection.close_socket()
@@ -68,11 +61,8 @@ def open_socket(url: str, timeout_s: float) -> tuple[ClientConnection, bytes, di
 
 def round_trip(connection: ClientConnection, message: dict[str, Any], timeout_s: float) -> dict[str, Any]:
     """Sends one msgpack message and returns the decoded reply map."""
-    try:
-        connection.send(msgpack_numpy.packb(message))
-    except websockets.exceptions.ConnectionClosed as exc:
-        raise RemoteDown(f"the connection closed ({exc})") from None
-    return _decoded(_received(connection, timeout_s, "reply"), "reply")
+    frames.send(connection, msgpack_numpy.packb(message))
+    return _decoded(frames.receive(connection, timeout_s, "reply", _traceback), "reply")
 
 
 @dataclass

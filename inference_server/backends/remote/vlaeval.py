@@ -40,6 +40,7 @@ from vla_eval.protocol.numpy_codec import encode_ndarray
 from websockets.protocol import State
 from websockets.sync.client import ClientConnection, connect
 
+from inference_server.backends.remote import frames
 from inference_server.backends.remote.dialect import RemoteDown, RemoteSaid, quote
 
 # How long the closing handshake after EPISODE_END may take before the socket is just closed.
@@ -47,22 +48,14 @@ CLOSE_TIMEOUT_S = 2.0
 
 
 def _send(connection: ClientConnection, message: Message) -> None:
-    try:
-        connection.send(pack_message(message))
-    except websockets.exceptions.ConnectionClosed as exc:
-        raise RemoteDown(f"the connection closed ({exc})") from None
+    frames.send(connection, pack_message(message))
 
 
 def _received(connection: ClientConnection, timeout_s: float, what: str) -> Message:
     """The next message; a frame that is not vla-eval's is what the remote said."""
-    try:
-        frame: str | bytes = connection.recv(timeout=timeout_s)
-    except TimeoutError:
-        raise RemoteDown(f"no {what} within {timeout_s:g} s") from None
-    except websockets.exceptions.ConnectionClosed as exc:
-        raise RemoteDown(f"the connection closed before the {what} ({exc})") from None
-    if isinstance(frame, str):
-        raise RemoteSaid(f"the {what} is a text frame, not vla-eval's msgpack: {quote(frame)}")
+    frame = frames.receive(
+        connection, timeout_s, what, lambda text: f"the {what} is a text frame, not vla-eval's msgpack: {quote(text)}"
+    )
     try:
         message = unpack_message(frame)
     except ValueError as exc:  # vla-eval wraps every decoding failure in ValueError
