@@ -318,7 +318,7 @@ class LiberoOutcome:
     attempts: int
     tasks: int
     failed_tasks: int
-    policy_steps: int
+    policy_steps: int  # in the episode logs at the end (a retry on the same worker rewrites its log)
     seconds: float
     fault_log: list[str] = field(default_factory=list)
     kills: dict[str, int] = field(default_factory=dict)
@@ -717,7 +717,7 @@ def libero_report(chaotic: LiberoOutcome, calm: LiberoOutcome, problems: list[st
         lines.append(
             f"  {name}: {outcome.result_rows} results, {successes} succeeded, {outcome.attempts} attempts for "
             f"{outcome.tasks} tasks ({outcome.attempts - outcome.tasks} retries), "
-            f"{outcome.policy_steps} policy steps logged, {outcome.seconds:.1f}s"
+            f"{outcome.policy_steps} policy steps in the episode logs, {outcome.seconds:.1f}s"
         )
     lines += [f"  PROBLEM {problem}" for problem in problems] or [
         "  OK: every episode once; success, steps and trace digest per episode identical to the calm run"
@@ -761,6 +761,10 @@ def libero_chaos_run(
     return chaotic, calm, reconcile_libero(planned, chaotic, calm), layout
 
 
+def _interrupted(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--benchmark", choices=("synthetic", "libero"), default="synthetic")
@@ -780,6 +784,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--max-steps", type=int, default=LiberoConfig.max_steps, help="libero: policy step budget (0: the suite's)"
     )
+    parser.add_argument(
+        "--wait-steps", type=int, default=LiberoConfig.wait_steps, help="libero: settle steps before the policy acts"
+    )
     parser.add_argument("--lease-seconds", type=float, default=LiberoConfig.lease_seconds, help="libero")
     parser.add_argument(
         "--partitions", type=int, default=LiberoConfig.partitions, help="libero: worker hosts cut off past the lease"
@@ -795,14 +802,19 @@ def main(argv: list[str] | None = None) -> int:
         "--timeout", type=float, default=1800.0, help="seconds before the stacks are dumped and the run exits"
     )
     args = parser.parse_args(argv)
-    for name in ("episodes", "trials", "camera_size", "max_steps", "faults_per_target", "partitions", "workers"):
-        least = 0 if name in ("max_steps", "faults_per_target", "partitions") else 1
+    counts = ("episodes", "trials", "camera_size", "max_steps", "wait_steps", "faults_per_target", "partitions")
+    for name in (*counts, "workers"):
+        least = 0 if name in ("max_steps", "wait_steps", "faults_per_target", "partitions") else 1
         if getattr(args, name) is not None and getattr(args, name) < least:
             parser.error(f"--{name.replace('_', '-')} must be >= {least}, not {getattr(args, name)}")
     if args.lease_seconds <= 0 or args.timeout <= 0:
         parser.error("--lease-seconds and --timeout must be > 0")
     # A hang anywhere (a harness bug or a fleet that stopped making progress) ends with the stacks.
     faulthandler.dump_traceback_later(args.timeout, exit=True)
+    # SIGTERM (and SIGINT, even where a background shell ignores it) unwinds, so that every process
+    # and network namespace the run started goes with it.
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, _interrupted)
     with tempfile.TemporaryDirectory(prefix="chaos-") as scratch:
         run_dir = args.run_dir or Path(scratch)
         if args.benchmark == "libero":
@@ -813,6 +825,7 @@ def main(argv: list[str] | None = None) -> int:
                 trials=args.trials,
                 camera=args.camera_size,
                 max_steps=args.max_steps,
+                wait_steps=args.wait_steps,
                 workers=args.workers or LiberoConfig.workers,
                 lease_seconds=args.lease_seconds,
                 seed=args.seed,
