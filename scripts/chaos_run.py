@@ -36,7 +36,14 @@ from pathlib import Path
 
 from benchmarks.synthetic.adapter import REFERENCE_POLICY_SETTINGS
 from benchmarks.synthetic.manifest import build_synthetic
-from evalfleet.local_fleet import WORKER_LINE, policy_argv, scheduler_argv, wait_serving, worker_argv
+from evalfleet.local_fleet import (
+    WORKER_LINE,
+    cpu_worker_argv,
+    policy_argv,
+    scheduler_argv,
+    wait_serving,
+    worker_argv,
+)
 from evalfleet.netns import Host, Network, netns_unavailable
 from evalfleet.processes import ServiceProcess, wait_until
 from evalfleet.scheduler_api.client import SchedulerClient
@@ -503,18 +510,14 @@ class LiberoFleet:
         """A worker with a fresh id on the slot's machine, as an operator restarting a lost one would."""
         worker_id = f"w{self._started_workers}"
         self._started_workers += 1
-        argv = worker_argv(
+        argv = cpu_worker_argv(
             self.scheduler.address,
             [self.policy.address],
-            "--cpu",
-            "--routes",
-            "libero",
-            "--worker-id",
+            ["libero"],
             worker_id,
+            self.episodes / worker_id,
             "--token-file",
             str(self.token_file),
-            "--output",
-            str(self.episodes / worker_id),
             "--poll-seconds",
             "0.5",
             "--policy-timeout",
