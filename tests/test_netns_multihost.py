@@ -23,9 +23,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from netns import Host, Network, netns_unavailable
 from procs import WORKER_LINE, ServiceProcess, policy_argv, policy_steps_logged, scheduler_argv, wait_until, worker_argv
 
+from evalfleet.netns import Host, Network, netns_unavailable
 from manifests.format import parse
 
 pytestmark = [pytest.mark.slow, pytest.mark.netns, pytest.mark.timeout(300)]

@@ -8,7 +8,10 @@ switch fails, rather than refused at once. ``cut_between`` drops only what two h
 other (a partial partition: a worker that still reaches its inference server but not the
 scheduler). Processes run on a host through ``ip netns exec``.
 
-Needs root (CAP_NET_ADMIN) and iproute2; ``netns_unavailable`` says why not, for a skip.
+Needs root (CAP_NET_ADMIN) and iproute2; ``netns_unavailable`` says why not, for a skip. The
+multi-host tests (tests/test_netns_multihost.py) and the LIBERO chaos run (scripts/chaos_run.py
+--benchmark libero) build their hosts with it; it adds nothing to the machine's own network and
+imports only the standard library.
 """
 
 from __future__ import annotations
