@@ -7,7 +7,9 @@ requeue, priority) run ``scheduler.operations`` on the server's event loop, the 
 service calls too, so they share its validation and its group-commit writer. When the scheduler
 has a token, every route but ``/login`` needs it, as an ``Authorization: Bearer`` header or the
 cookie the login form sets; when it has a TLS certificate, the HTTP side serves HTTPS with it, so
-the token never crosses the network in clear. ``/api/artifacts/<sha256>`` serves a stored episode
+the token never crosses the network in clear. Each submission in ``/api/overview`` carries its
+success chart's data (``chart``: per task x setting and per setting, with 95% Wilson intervals),
+which the page draws as HTML bars. ``/api/artifacts/<sha256>`` serves a stored episode
 artifact (a video) with its media type and single byte ranges, so a browser's video element can
 seek in it.
 """
@@ -34,7 +36,7 @@ from evalfleet.scheduler_api.limits import ARTIFACT_CHUNK_BYTES
 from evalfleet.scheduler_api.vocabulary import TASK_STATE_NAMES, TASK_STATES, failure_counts, rate_fields
 from evalfleet.v1 import scheduler_pb2 as pb
 from manifests.format import is_hash
-from scheduler import provenance
+from scheduler import provenance, report
 from scheduler.artifacts import ArtifactStore
 from scheduler.dashboard_page import LOGIN_PAGE, PAGE
 from scheduler.operations import Operations
@@ -199,7 +201,37 @@ def _submission(sub: pb.SubmissionStatus, summary: pb.GetSummaryResponse) -> dic
         }
         for m in summary.manifests
     ]
+    entry["chart"] = success_chart(summary)
     return entry
+
+
+def success_chart(summary: pb.GetSummaryResponse) -> dict[str, Any]:
+    """What the dashboard's success chart draws: per setting over all tasks, then per task a bar per
+    setting (None where the task was not evaluated in that setting), each with its 95% Wilson
+    interval; manifests of one task x setting merged (``scheduler.report.success_grid``, as the PNG)."""
+    grid = report.success_grid(summary.manifests)
+    return {
+        "settings": grid.settings,
+        "overall": [_chart_cell(grid.overall[setting]) for setting in grid.settings],
+        "tasks": [
+            {
+                "benchmark": task.benchmark,
+                "task": task.task,
+                "name": task.name,
+                "cells": [_chart_cell(task.cells[s]) if s in task.cells else None for s in grid.settings],
+            }
+            for task in grid.tasks
+        ],
+    }
+
+
+def _chart_cell(counts: report.Counts) -> dict[str, Any]:
+    return {
+        "planned": counts.planned,
+        "completed": counts.completed,
+        "succeeded": counts.succeeded,
+        **rate_fields(counts.succeeded, counts.completed),
+    }
 
 
 def selector_from(body: dict[str, Any]) -> pb.TaskSelector:

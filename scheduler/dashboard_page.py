@@ -1,11 +1,14 @@
 """The dashboard's HTML: one page of plain HTML and vanilla JavaScript, no build step.
 
 It polls ``/api/overview`` (or the open view's endpoint) every two seconds and renders four views
-by URL hash: submissions (progress, ETA, task x setting success table; every rate with its 95%
-Wilson interval as the server computed it), tasks (filterable), one
+by URL hash: submissions (progress, ETA, a success chart and a table per task x setting; every rate
+with its 95% Wilson interval as the server computed it), tasks (filterable), one
 task (every attempt and its episodes: success, steps, wall time, failure reason, the attempt that
 scored it and an inline player for its video artifact), workers. A poll that changes nothing
-leaves the page alone, so a playing video keeps playing. ETA is the remaining episodes over the rate seen
+leaves the page alone, so a playing video keeps playing. The success chart is HTML and CSS (no
+chart library): per task, its full name (wrapping after underscores, so RoboTwin's 50 tasks and
+LIBERO's 100-character names stay whole) and a bar per setting with the interval as a whisker,
+under a first group with the overall rate per setting. ETA is the remaining episodes over the rate seen
 between polls, so it needs no server-side history. Operations POST JSON to ``/api/cancel``,
 ``/api/requeue`` and ``/api/priority`` and show the server's error text (which names the field).
 """
@@ -34,6 +37,21 @@ th,td{border:1px solid #ddd;padding:.25em .6em;text-align:left;vertical-align:to
 .state-succeeded{color:#1a7f37}.state-failed,.state-lost{color:#b00}.state-cancelled{color:#888}
 .state-leased,.state-active,.state-running{color:#3a7bd5}
 #message{min-height:1.4em;color:#b00}#message.ok{color:#1a7f37}
+table.chart{width:100%;max-width:78em}
+table.chart th,table.chart td{border:0;padding:.12em .5em;vertical-align:middle;background:none}
+table.chart thead th{font-weight:normal;color:#555;border-bottom:1px solid #ddd}
+table.chart tbody{border-top:1px solid #e4e4e4}table.chart tbody.chart-overall{border-bottom:2px solid #999}
+table.chart caption{text-align:left;font-weight:600;padding:.3em .5em}
+.chart-name{max-width:30em;min-width:8em;overflow-wrap:break-word;font-weight:normal}
+.chart-overall .chart-name{font-weight:600}
+.chart-setting{color:#444;white-space:nowrap}.chart-value{white-space:nowrap}
+.chart-track,.chart-scale{position:relative;width:24em;height:.95em}
+.chart-track{background:#ececec repeating-linear-gradient(90deg,transparent 0 calc(25% - 1px),#fff calc(25% - 1px) 25%)}
+.chart-fill{position:absolute;left:0;top:0;bottom:0}
+.chart-ci{position:absolute;top:10%;height:80%;box-sizing:border-box;border-left:1.5px solid #222;border-right:1.5px solid #222;
+background:linear-gradient(#222,#222) center/100% 1.5px no-repeat}
+.chart-scale span{position:absolute;transform:translateX(-50%);font-size:85%}
+.s0{background:#3a7bd5}.s1{background:#e07b39}.s2{background:#4daf4a}.s3{background:#984ea3}.s4{background:#a65628}.s5{background:#f781bf}
 .ci{color:#555}.marks{color:#8a4b00}.unsealed{background:#fff1d6;color:#8a4b00;border-radius:3px;padding:0 .3em}
 button{margin-right:.3em}input,select{font:inherit}
 </style></head>
@@ -106,6 +124,36 @@ function successTable(sub) {
     tasks.map(t => `<tr><td>${esc(t)}</td>${settings.map(s => cell(t, s)).join("")}</tr>`).join("") + "</table>";
 }
 
+// The success chart (the server's sub.chart: scheduler/report.py's success_grid with each rate's
+// 95% Wilson interval): the overall per setting, then per task a bar per setting. Names break
+// after their underscores, so a long one wraps whole instead of being cut.
+const wrapName = name => esc(name).replace(/_/g, "_<wbr>");
+const percent = x => (100 * x).toFixed(2) + "%";
+function chartRows(name, cells, settings, kind) {
+  return cells.map((c, j) => {
+    const head = j === 0 ? `<th class="chart-task" rowspan="${cells.length}" scope="rowgroup"><div class="chart-name">${wrapName(name)}</div></th>` : "";
+    const setting = `<td class="chart-setting">${esc(settings[j])}</td>`;
+    if (!c) return `<tr class="chart-none">${head}${setting}<td></td><td class="chart-value"><small>not evaluated</small></td></tr>`;
+    const rate = c.success_rate === null ? "-" : (100 * c.success_rate).toFixed(1) + "%";
+    const bar = c.success_rate === null ? "" : `<span class="chart-fill s${j % 6}" style="width:${percent(c.success_rate)}"></span>` +
+      `<span class="chart-ci" style="left:${percent(c.success_rate_low)};width:${percent(c.success_rate_high - c.success_rate_low)}"></span>`;
+    const title = `${name}, ${settings[j]}: ${rate}${c.success_rate === null ? "" : ` [${(100 * c.success_rate_low).toFixed(1)}, ${(100 * c.success_rate_high).toFixed(1)}]`}, ${c.succeeded}/${c.completed}`;
+    return `<tr class="${kind}" data-task="${esc(name)}" data-setting="${esc(settings[j])}" title="${esc(title)}">${head}${setting}` +
+      `<td><div class="chart-track">${bar}</div></td><td class="chart-value"><b>${rate}</b>${ci(c)} <small class="chart-count">${c.succeeded}/${c.completed}` +
+      `${c.completed < c.planned ? ` of ${c.planned}` : ""}</small></td></tr>`;
+  }).join("");
+}
+
+function successChart(sub) {
+  const chart = sub.chart;
+  if (!chart || !chart.tasks.length) return "";
+  const scale = [0, 25, 50, 75, 100].map(x => `<span style="left:${x}%">${x}${x === 100 ? "%" : ""}</span>`).join("");
+  return `<table class="chart"><caption>Success rate per task and setting, with 95% Wilson intervals</caption>` +
+    `<thead><tr><th>task</th><th>setting</th><th><div class="chart-scale">${scale}</div></th><th>rate [95% CI] succeeded/completed</th></tr></thead>` +
+    `<tbody class="chart-overall">${chartRows("all tasks (overall)", chart.overall, chart.settings, "chart-overall-bar")}</tbody>` +
+    chart.tasks.map(t => `<tbody class="chart-group">${chartRows(t.name, t.cells, chart.settings, "chart-bar")}</tbody>`).join("") + "</table>";
+}
+
 // How the episodes ran (scheduler/provenance.py): actions per chunk, and "remote, unsealed".
 function provenanceView(p) {
   if (!p) return "";
@@ -127,6 +175,7 @@ function submissionsView(data) {
       ${e.rate > 0 ? e.rate.toFixed(2) + " episodes/s, " : ""}ETA <span class="eta">${e.text}</span></div>
       <div class="counts">tasks: ${["pending","leased","succeeded","failed","cancelled"].map(s => `<span class="state-${s}">${t[s]} ${s}</span>`).join(", ")}</div>
       ${provenanceView(sub.provenance)}
+      ${successChart(sub)}
       ${successTable(sub)}
       <button data-op="cancel">Cancel</button><button data-op="requeue">Requeue failed/cancelled</button>
       <label>priority <input class="priority" type="number" value="${sub.priority}" style="width:6em"></label><button data-op="priority">Set</button>

@@ -20,6 +20,7 @@ from typing import Any
 
 from evalfleet.scheduler_api.vocabulary import interval_text, success_rate, wilson_interval
 from evalfleet.v1 import scheduler_pb2 as pb
+from scheduler import report
 from scheduler.differences import Difference
 from scheduler.report import Comparison
 
@@ -113,27 +114,11 @@ def _save(figure: Any, path: Path) -> None:
     _pyplot().close(figure)
 
 
-def _task_names(manifests: Sequence[pb.ManifestSummary]) -> tuple[list[tuple[str, str]], bool]:
-    keys = list(dict.fromkeys((m.benchmark, m.task) for m in manifests))
-    return keys, len({benchmark for benchmark, _ in keys}) > 1
-
-
-def _name(key: tuple[str, str], with_benchmark: bool) -> str:
-    return f"{key[0]}: {key[1]}" if with_benchmark else key[1]
-
-
 def summary_figure(summary: pb.GetSummaryResponse) -> Any:
     """The success chart of one submission, as a matplotlib figure (``plot_summary`` saves it)."""
-    tasks, with_benchmark = _task_names(summary.manifests)
-    settings = list(dict.fromkeys(m.setting for m in summary.manifests))
-    found: dict[tuple[str, str, str], tuple[int, int]] = {}
-    overall: dict[str, tuple[int, int]] = {}
-    for m in summary.manifests:
-        s, c = found.get((m.benchmark, m.task, m.setting), (0, 0))
-        found[(m.benchmark, m.task, m.setting)] = (s + m.episodes_succeeded, c + m.episodes_completed)
-        s, c = overall.get(m.setting, (0, 0))
-        overall[m.setting] = (s + m.episodes_succeeded, c + m.episodes_completed)
-    rows = _rows([OVERALL, *(_name(key, with_benchmark) for key in tasks)], len(settings))
+    grid = report.success_grid(summary.manifests)
+    settings = grid.settings
+    rows = _rows([OVERALL, *(task.name for task in grid.tasks)], len(settings))
     title = f"{summary.submission_id}"
     if not summary.complete:
         title += f" (INCOMPLETE: {summary.episodes_completed}/{summary.episodes_planned} episodes)"
@@ -141,13 +126,16 @@ def summary_figure(summary: pb.GetSummaryResponse) -> Any:
     figure, axes, heading = _figure(rows, title)
     colors = _colors(len(settings))
     for j, setting in enumerate(settings):
-        counts = [overall[setting], *(found.get((b, t, setting), (0, 0)) for b, t in tasks)]
+        counts = [
+            (c.succeeded, c.completed)
+            for c in (grid.overall[setting], *(task.cells.get(setting, report.Counts()) for task in grid.tasks))
+        ]
         ys = [rows.offset(i, j) for i in range(len(counts))]
         rates = [100.0 * (success_rate(s, c) or 0.0) for s, c in counts]
         intervals = [wilson_interval(s, c) for s, c in counts]
         lows = [rate - (100.0 * i.low if i else rate) for rate, i in zip(rates, intervals, strict=True)]
         highs = [(100.0 * i.high if i else rate) - rate for rate, i in zip(rates, intervals, strict=True)]
-        s_all, c_all = overall[setting]
+        s_all, c_all = counts[0]
         rate_all = success_rate(s_all, c_all, scale=100.0)
         interval_all = interval_text(wilson_interval(s_all, c_all))
         label = f"{setting}: overall {'-' if rate_all is None else f'{rate_all:.1f}%'} {interval_all} ({s_all}/{c_all})"
@@ -171,18 +159,18 @@ def plot_summary(path: Path, summary: pb.GetSummaryResponse) -> None:
 def comparison_figure(comparison: Comparison) -> Any:
     """Per task x setting, B's rate minus A's with its 95% interval; the overall per setting on top."""
     a, b = comparison.a, comparison.b
-    tasks, with_benchmark = _task_names([row.a for row in comparison.rows])
+    names = report.task_names(row.a for row in comparison.rows)
     settings = list(dict.fromkeys(row.setting for row in comparison.rows))
     by_setting = {group.setting: group for group in comparison.by_setting()}
     found = {(row.benchmark, row.task, row.setting): row.difference for row in comparison.rows}
-    rows = _rows([OVERALL, *(_name(key, with_benchmark) for key in tasks)], len(settings))
+    rows = _rows([OVERALL, *names.values()], len(settings))
     kind = "paired by episode" if comparison.paired else "UNPAIRED"
     title = f"{_label(b)} minus {_label(a)}\nsuccess rate difference per task, 95% CI, {kind}"
     figure, axes, heading = _figure(rows, title)
     colors = _colors(len(settings))
     for j, setting in enumerate(settings):
         group = by_setting[setting].difference
-        differences: list[Difference | None] = [group, *(found.get((b_, t, setting)) for b_, t in tasks)]
+        differences: list[Difference | None] = [group, *(found.get((b_, t, setting)) for b_, t in names)]
         label = f"{setting}: overall " + ("-" if group is None else group.verdict())
         axes.plot([], [], "o", color=colors[j], label=label)
         for i, difference in enumerate(differences):

@@ -1,4 +1,7 @@
-"""Results as people read them: CSV rows per benchmark task x setting, and comparing two submissions.
+"""Results as people read them: CSV rows per benchmark task x setting, the success grid that the
+charts draw (``success_grid``: per task x setting and per setting, manifests of one task x setting
+merged; the PNG of ``scheduler summary --plot`` and the dashboard's chart), and comparing two
+submissions.
 
 A comparison is meant between the same episode populations, so by default the two submissions
 must have the same manifests (by hash); they differ in checkpoint. Then every episode of A has its
@@ -82,6 +85,65 @@ def write_csv(path: Path, summary: pb.GetSummaryResponse) -> None:
         writer = csv.DictWriter(out, fieldnames=CSV_COLUMNS)
         writer.writeheader()
         writer.writerows(csv_rows(summary))
+
+
+@dataclass(frozen=True)
+class Counts:
+    """Episodes of a task x setting (or of a setting): planned, completed and succeeded."""
+
+    planned: int = 0
+    completed: int = 0
+    succeeded: int = 0
+
+    def __add__(self, other: Counts) -> Counts:
+        return Counts(self.planned + other.planned, self.completed + other.completed, self.succeeded + other.succeeded)
+
+
+def _manifest_counts(m: pb.ManifestSummary) -> Counts:
+    return Counts(m.episodes_planned, m.episodes_completed, m.episodes_succeeded)
+
+
+@dataclass(frozen=True)
+class TaskRow:
+    """One benchmark task's counts per setting; a setting the task was not evaluated in is absent."""
+
+    benchmark: str
+    task: str
+    name: str
+    cells: dict[str, Counts]
+
+
+@dataclass(frozen=True)
+class SuccessGrid:
+    """A submission's results as its charts draw them: settings and tasks in the order they were
+    submitted, the counts per task x setting and per setting over all tasks."""
+
+    settings: list[str]
+    overall: dict[str, Counts]
+    tasks: list[TaskRow]
+
+
+def task_names(manifests: Iterable[pb.ManifestSummary]) -> dict[tuple[str, str], str]:
+    """Each (benchmark, task)'s name in first-seen order: the task's, or ``benchmark: task`` when the
+    manifests span more than one benchmark."""
+    keys = list(dict.fromkeys((m.benchmark, m.task) for m in manifests))
+    several = len({benchmark for benchmark, _ in keys}) > 1
+    return {key: f"{key[0]}: {key[1]}" if several else key[1] for key in keys}
+
+
+def success_grid(manifests: Iterable[pb.ManifestSummary]) -> SuccessGrid:
+    """The counts per task x setting (manifests of one benchmark task x setting added up) and per
+    setting."""
+    manifests = list(manifests)
+    settings = list(dict.fromkeys(m.setting for m in manifests))
+    cells: dict[tuple[str, str], dict[str, Counts]] = defaultdict(dict)
+    overall = dict.fromkeys(settings, Counts())
+    for m in manifests:
+        row = cells[(m.benchmark, m.task)]
+        row[m.setting] = row.get(m.setting, Counts()) + _manifest_counts(m)
+        overall[m.setting] += _manifest_counts(m)
+    tasks = [TaskRow(key[0], key[1], name, cells[key]) for key, name in task_names(manifests).items()]
+    return SuccessGrid(settings, overall, tasks)
 
 
 @dataclass(frozen=True)

@@ -220,3 +220,70 @@ def test_the_overview_marks_remote_unsealed_results_and_says_how_episodes_ran(st
     assert "2 different policy servers or handshakes" in provenance["marks"][1]
     status, page = call(url)
     assert status == 200 and "remote, unsealed" in page
+
+
+def test_the_success_chart_merges_a_task_x_setting_and_carries_wilson_intervals(start_scheduler):
+    """The chart's data for a submission with known results: pick/clean comes from two manifests
+    (2 of 4 and 1 of 2: 3 of 6), pick/randomized 4 of 4, place/clean nothing completed yet, and
+    place was never evaluated randomized."""
+    proc, url = start_with_dashboard(start_scheduler)
+    client = proc.client()
+    manifests = [
+        build_synthetic(4, seed=1, task="pick", setting="clean"),
+        build_synthetic(2, seed=2, task="pick", setting="clean"),
+        build_synthetic(4, seed=3, task="pick", setting="randomized"),
+        build_synthetic(4, seed=4, task="place", setting="clean"),
+    ]
+    successes = {manifests[0].hash: 2, manifests[1].hash: 1, manifests[2].hash: 4}
+    client.submit(manifests, "synthetic", batch_size=4, submission_id="chart")
+    for _ in successes:
+        lease = client.claim("w1", ["synthetic"])
+        assert lease is not None and lease.manifest_hash in successes
+        for index in lease.episodes:
+            client.report_episode(lease, index, index - lease.episodes[0] < successes[lease.manifest_hash])
+        client.complete(lease)
+
+    status, overview = call(url + "api/overview")
+    assert status == 200
+    (sub,) = overview["submissions"]
+    chart = sub["chart"]
+    assert chart["settings"] == ["clean", "randomized"]
+    assert [(t["benchmark"], t["task"], t["name"]) for t in chart["tasks"]] == [
+        ("synthetic", "pick", "pick"),
+        ("synthetic", "place", "place"),
+    ]
+    (pick_clean, pick_randomized), (place_clean, place_randomized) = (t["cells"] for t in chart["tasks"])
+    # Intervals as scipy's binomtest(k, n).proportion_ci(method="wilson") gives them.
+    assert pick_clean == {
+        "planned": 6,
+        "completed": 6,
+        "succeeded": 3,
+        "success_rate": 0.5,
+        "success_rate_low": pytest.approx(0.18761630648265054, abs=1e-12),
+        "success_rate_high": pytest.approx(0.8123836935173494, abs=1e-12),
+    }
+    assert pick_randomized == {
+        "planned": 4,
+        "completed": 4,
+        "succeeded": 4,
+        "success_rate": 1.0,
+        "success_rate_low": pytest.approx(0.5101091635454027, abs=1e-12),
+        "success_rate_high": pytest.approx(1.0, abs=1e-12),
+    }
+    assert place_clean == {
+        "planned": 4,
+        "completed": 0,
+        "succeeded": 0,
+        "success_rate": None,
+        "success_rate_low": None,
+        "success_rate_high": None,
+    }
+    assert place_randomized is None
+    overall_clean, overall_randomized = chart["overall"]
+    assert (overall_clean["planned"], overall_clean["completed"], overall_clean["succeeded"]) == (10, 6, 3)
+    assert (overall_clean["success_rate_low"], overall_clean["success_rate_high"]) == pytest.approx(
+        (0.18761630648265054, 0.8123836935173494), abs=1e-12
+    )
+    assert (overall_randomized["completed"], overall_randomized["success_rate_low"]) == pytest.approx(
+        (4, 0.5101091635454027), abs=1e-12
+    )

@@ -1,16 +1,19 @@
 """The dashboard in a real headless browser (Debian's chromium driven by Playwright).
 
 A submission made through the client API appears, its progress moves as a worker reports, and the
-Cancel, Requeue and priority buttons change the scheduler's state; a screenshot is kept in the
-test's tmp dir.
+Cancel, Requeue and priority buttons change the scheduler's state; the success chart draws a bar per
+task x setting with the full task names at RoboTwin's and LIBERO's scale; screenshots are kept in
+the test's tmp dir.
 """
 
 from __future__ import annotations
 
 import threading
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
+from benchmark_task_names import LIBERO_10_TASKS, ROBOTWIN_SETTINGS, ROBOTWIN_TASKS
 from dashboard_proc import start_with_dashboard
 
 from benchmarks.synthetic.manifest import build_synthetic
@@ -180,3 +183,94 @@ def test_the_episode_view_plays_the_episode_s_video(start_scheduler, tmp_path):
 def _sha256(client: SchedulerClient, task_id: str) -> str:
     (video,) = [a for e in client.task(task_id).episodes for a in e.artifacts]
     return video.sha256
+
+
+# k of 4 episodes succeeded: scipy's binomtest(k, 4).proportion_ci(method="wilson"), in percent.
+WILSON_OF_4 = {0: (0.0, 48.99), 1: (4.559, 69.94), 2: (15.00, 85.00), 3: (30.06, 95.44), 4: (51.01, 100.0)}
+
+
+def _run_submission(client: SchedulerClient, submission_id: str, tasks, settings) -> dict[tuple[str, str], int]:
+    """Submits 4 episodes per task x setting and reports k of them succeeded (k cycling 0-4); returns k."""
+    manifests, wins = [], {}
+    for i, task in enumerate(tasks):
+        for j, setting in enumerate(settings):
+            manifest = build_synthetic(4, seed=i, task=task, setting=setting)
+            manifests.append(manifest)
+            wins[manifest.hash] = (task, setting, (i + 2 * j) % 5)
+    client.submit(manifests, "synthetic", batch_size=4, submission_id=submission_id)
+    while (lease := client.claim("gpu-worker-0", ["synthetic"])) is not None:
+        k = wins[lease.manifest_hash][2]
+        for index in lease.episodes:
+            client.report_episode(lease, index, index - lease.episodes[0] < k, steps=5, wall_seconds=0.1)
+        client.complete(lease)
+    return {(task, setting): k for task, setting, k in wins.values()}
+
+
+# Per task name in the chart: its text as shown, its box, and whether its text overflows the box.
+NAMES_JS = """els => els.map(e => { const r = e.getBoundingClientRect();
+  return {text: e.innerText, left: r.left, right: r.right, top: r.top, bottom: r.bottom,
+          overflows: e.scrollWidth > e.clientWidth + 1 || e.scrollHeight > e.clientHeight + 1}; })"""
+# Per bar: its task and setting, the fill and the whisker as fractions of the track, its text, and
+# where the track starts (right of the name, not under it).
+BARS_JS = """rows => rows.map(row => { const track = row.querySelector(".chart-track").getBoundingClientRect();
+  const fill = row.querySelector(".chart-fill").getBoundingClientRect();
+  const ci = row.querySelector(".chart-ci").getBoundingClientRect();
+  const name = row.closest("tbody").querySelector(".chart-name").getBoundingClientRect();
+  return {task: row.dataset.task, setting: row.dataset.setting, text: row.querySelector(".chart-value").innerText,
+          rate: fill.width / track.width, low: (ci.left - track.left) / track.width,
+          high: (ci.right - track.left) / track.width, clear: name.right <= track.left}; })"""
+
+
+def _assert_chart(page, card, names: list[str], settings: list[str], wins: dict[tuple[str, str], int]) -> None:
+    """One bar per task x setting with its rate and Wilson whisker; every task name whole, inside
+    the page, clear of its bars and of the next name."""
+    bars = card.locator("table.chart tr.chart-bar")
+    sync_api.expect(bars).to_have_count(len(names) * len(settings), timeout=WAIT_MS)
+    sync_api.expect(card.locator("table.chart tr.chart-overall-bar")).to_have_count(len(settings))
+    shown = card.locator("table.chart tbody.chart-group .chart-name").evaluate_all(NAMES_JS)
+    assert [name["text"] for name in shown] == names
+    width = page.evaluate("document.documentElement.clientWidth")
+    for name in shown:
+        assert not name["overflows"] and 0 <= name["left"] < name["right"] <= width, name
+    for above, below in pairwise(shown):
+        assert above["bottom"] <= below["top"], (above, below)
+    drawn = bars.evaluate_all(BARS_JS)
+    assert [(bar["task"], bar["setting"]) for bar in drawn] == [(n, s) for n in names for s in settings]
+    for bar in drawn:
+        k = wins[(bar["task"], bar["setting"])]
+        low, high = WILSON_OF_4[k]
+        assert bar["clear"], bar
+        assert bar["text"].startswith(f"{25.0 * k:.1f}% [{low:.1f}, {high:.1f}] {k}/4"), bar
+        assert (bar["rate"], bar["low"], bar["high"]) == pytest.approx((k / 4, low / 100, high / 100), abs=0.01), bar
+
+
+def test_the_success_chart_shows_every_task_x_setting_at_robotwin_and_libero_scale(start_scheduler, tmp_path):
+    proc, url = start_with_dashboard(start_scheduler)
+    client = proc.client()
+    robotwin = _run_submission(client, "robotwin", ROBOTWIN_TASKS, ROBOTWIN_SETTINGS)
+    libero = _run_submission(client, "libero", LIBERO_10_TASKS, ["libero_10"])
+    # 50 names past 80 characters in 2 settings: RoboTwin's scale with LIBERO's names.
+    long_names = [f"{name}_variant_{i // len(LIBERO_10_TASKS)}" for i, name in enumerate(LIBERO_10_TASKS * 5)]
+    long = _run_submission(client, "long", long_names, ROBOTWIN_SETTINGS)
+
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            errors: list[str] = []
+            page.on("pageerror", lambda error: errors.append(str(error)))
+            page.goto(url)
+            for submission_id, names, settings, wins in (
+                ("robotwin", ROBOTWIN_TASKS, ROBOTWIN_SETTINGS, robotwin),
+                ("libero", LIBERO_10_TASKS, ["libero_10"], libero),
+                ("long", long_names, ROBOTWIN_SETTINGS, long),
+            ):
+                card = page.locator(f".submission[data-submission={submission_id}]")
+                _assert_chart(page, card, names, settings, wins)
+                overall = card.locator("table.chart tr.chart-overall-bar")
+                totals = [f"{sum(k for (_, s), k in wins.items() if s == at)}/{4 * len(names)}" for at in settings]
+                sync_api.expect(overall.locator(".chart-count")).to_have_text(totals)
+                card.locator("table.chart").screenshot(path=str(tmp_path / f"dashboard-chart-{submission_id}.png"))
+            assert errors == [], errors
+        finally:
+            browser.close()
