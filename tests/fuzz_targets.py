@@ -13,19 +13,29 @@ sys.path, as it does for `procs`.
 - Policy: a well-formed open, the `syn` checkpoint's observation with one hostile part, and whole
   session streams.
 - Manifests: `parses_or_refuses`, the property of `manifests.format.parse`.
+- Checkpoints: hostile checkpoint folders (`checkpoint_cases`, written by `write_checkpoint`) and
+  `loads_or_refuses`, the property of what `inference-server` does with a folder before any port
+  opens: verify it and build its backend.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from fuzz import ALLOWED_CODES, doubles, integers, messages
+from fuzz import ALLOWED_CODES, doubles, integers, messages, texts
 from hypothesis import strategies as st
 
+from benchmarks.synthetic.adapter import REFERENCE_POLICY_SETTINGS
 from benchmarks.synthetic.manifest import build_synthetic
 from evalfleet.scheduler_api.client import SchedulerClient
 from evalfleet.v1 import policy_pb2
+from inference_server.backends import BackendError, RuntimeOptions
+from inference_server.checkpoint import INDEX_NAME, MANIFEST_FORMAT, MANIFEST_NAME, CheckpointError, hash_folder, load
+from inference_server.identity import describe
 from manifests.format import ManifestError, canonical_bytes, parse
 
 # The numbers of the allowed codes, for the in-band errors of a policy session.
@@ -177,3 +187,112 @@ def manifest_bodies() -> st.SearchStrategy[bytes]:
         replaced_field_body, st.sampled_from(sorted(VALID_MANIFEST)) | st.text(max_size=10), JSON_VALUES
     ).filter(lambda body: body is not None)
     return st.one_of(st.binary(max_size=400), replaced, st.sampled_from(HOSTILE_JSON))
+
+
+# Checkpoints -------------------------------------------------------------------------------------
+
+# The reference backends: building them reads only the settings. `vla` and `lerobot` load ML
+# frameworks and `remote` names a URL; their settings are pinned by their own tests.
+REFERENCE_BACKENDS = ["noop", "deterministic", "history-echo", "flat-cost", "seeded-random"]
+SEAL = "<the folder's real hashes>"  # stands for hash_folder(root), computed once the files are written
+
+
+@dataclass(frozen=True)
+class CheckpointCase:
+    """One hostile checkpoint folder: the manifest (bytes as they are, or a JSON object whose
+    `sha256` may be SEAL) and, when not None, the bytes of a shard index."""
+
+    manifest: bytes | dict[str, Any]
+    index: bytes | None
+
+
+def _backend_names() -> st.SearchStrategy[Any]:
+    """Built-in names, references that cannot import (relative, missing), and any JSON value.
+
+    Never an arbitrary `module:factory`: resolving one imports the module, and a generated name
+    could be an installed module with side effects."""
+    relative = st.tuples(st.text(max_size=8), st.text(max_size=8)).map(lambda p: f".{p[0]}:{p[1]}")
+    missing = st.text(max_size=8).map(lambda s: f"evalfleet_fuzz_absent_{s.encode().hex()}:factory")
+    no_reference = texts().filter(lambda s: ":" not in s)
+    return st.one_of(st.sampled_from(REFERENCE_BACKENDS), relative, missing, no_reference, JSON_VALUES)
+
+
+def _settings() -> st.SearchStrategy[Any]:
+    """The reference settings as they are, with one key replaced or removed, or any JSON value."""
+    keys = st.sampled_from(sorted(REFERENCE_POLICY_SETTINGS)) | st.text(max_size=10)
+    replaced = st.tuples(keys, JSON_VALUES).map(lambda kv: {**REFERENCE_POLICY_SETTINGS, kv[0]: kv[1]})
+    removed = keys.map(lambda key: {k: v for k, v in REFERENCE_POLICY_SETTINGS.items() if k != key})
+    cameras = JSON_VALUES.map(lambda camera: {**REFERENCE_POLICY_SETTINGS, "cameras": [camera]})
+    return st.one_of(st.just(dict(REFERENCE_POLICY_SETTINGS)), replaced, removed, cameras, JSON_VALUES)
+
+
+def _indexes() -> st.SearchStrategy[bytes | None]:
+    weight_maps = st.one_of(st.just({"w": "model.safetensors"}), JSON_VALUES)
+    as_json = weight_maps.map(lambda m: json.dumps({"weight_map": m}).encode())
+    others = st.one_of(as_json, JSON_VALUES.map(lambda v: json.dumps(v).encode()), st.binary(max_size=200))
+    return st.one_of(st.none(), st.none(), others)
+
+
+def checkpoint_cases() -> st.SearchStrategy[CheckpointCase]:
+    """A sealed manifest of the `deterministic` backend with one field hostile or missing, or the
+    manifest file as any bytes; with or without a shard index."""
+    valid: dict[str, Any] = {
+        "format": MANIFEST_FORMAT,
+        "backend": "deterministic",
+        "settings": dict(REFERENCE_POLICY_SETTINGS),
+        "sha256": SEAL,
+    }
+    hostile: dict[str, st.SearchStrategy[Any]] = {
+        "format": JSON_VALUES,
+        "backend": _backend_names(),
+        "settings": _settings(),
+        "sha256": st.one_of(st.dictionaries(texts(), texts(), max_size=3), JSON_VALUES),
+    }
+    replaced = st.sampled_from(sorted(hostile)).flatmap(lambda key: hostile[key].map(lambda v: {**valid, key: v}))
+    missing = st.sampled_from(sorted(valid)).map(lambda key: {k: v for k, v in valid.items() if k != key})
+    manifests = st.one_of(
+        replaced,
+        replaced,
+        replaced,
+        missing,
+        st.binary(max_size=400),
+        st.sampled_from(HOSTILE_JSON),
+        texts().map(lambda s: s.encode()),
+    )
+    return st.builds(CheckpointCase, manifests, _indexes())
+
+
+def write_checkpoint(root: Path, case: CheckpointCase) -> None:
+    """Writes the case's files into an empty folder `root` (the index first, so SEAL covers it)."""
+    if case.index is not None:
+        (root / INDEX_NAME).write_bytes(case.index)
+    body = case.manifest
+    if isinstance(body, dict):
+        sealed = {**body, "sha256": hash_folder(root)} if body.get("sha256") == SEAL else body
+        body = json.dumps(sealed).encode()
+    (root / MANIFEST_NAME).write_bytes(body)
+
+
+def loads_or_refuses(root: Path) -> str:
+    """The property of a checkpoint folder: `inference-server` verifies it and builds its backend,
+    or refuses it with CheckpointError or BackendError (one line naming what is wrong, exit 2);
+    nothing else escapes. Returns "loaded" or the refusal's class name."""
+    try:
+        checkpoint = load(root)
+        describe(checkpoint, checkpoint.backend, RuntimeOptions())
+    except (CheckpointError, BackendError) as error:
+        assert str(error)
+        return type(error).__name__
+    return "loaded"
+
+
+def check_checkpoint_case(workdir: Path, case: CheckpointCase) -> str:
+    """Writes the case to a fresh folder under `workdir`, checks the property, removes the folder."""
+    root = workdir / "checkpoint"
+    shutil.rmtree(root, ignore_errors=True)
+    root.mkdir()
+    try:
+        write_checkpoint(root, case)
+        return loads_or_refuses(root)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
