@@ -625,7 +625,7 @@ def main(argv: list[str] | None = None) -> int:
         for start in range(0, args.count, args.chunk):
             for target in targets:
                 runner.chunk(target, seed + start // args.chunk, min(args.chunk, args.count - start))
-            report.write(finished=False)
+                report.write(finished=False)  # a run cut short still leaves its counts
         finished = True
     finally:
         runner.close()
