@@ -39,6 +39,7 @@ from __future__ import annotations
 import argparse
 import json
 import secrets
+import signal
 import sqlite3
 import sys
 import tempfile
@@ -83,6 +84,8 @@ POLICY = policy_pb2.DESCRIPTOR.services_by_name["Policy"]
 PARSERS = ("manifest", "checkpoint")
 CALL_TIMEOUT_S = 30.0
 MAX_INPUT_BYTES_KEPT = 65_536  # of a failing input, in failures.jsonl
+# Set by SIGTERM (kill, a job scheduler): the run ends like Ctrl-C, the servers stop, the counts are written.
+STOP = threading.Event()
 
 
 def all_targets() -> list[str]:
@@ -385,6 +388,8 @@ def draw(strategy: st.SearchStrategy[Any], seed: int, count: int, sink: Callable
     )
     @given(strategy)
     def run(value: Any) -> None:
+        if STOP.is_set():
+            raise KeyboardInterrupt  # hypothesis lets it through, where it would replay any other exception
         sink(value)
 
     run()
@@ -619,6 +624,7 @@ def main(argv: list[str] | None = None) -> int:
     report = Report(out_dir, targets, args.count, seed)
     print(f"fuzz_long: seed {seed}, {args.count} inputs per target, {len(targets)} targets, out {out_dir}", flush=True)
     print(f"  replay all: python scripts/fuzz_long.py --seed {seed} --count {args.count}", flush=True)
+    signal.signal(signal.SIGTERM, lambda signum, frame: STOP.set())
     runner = Runner(args, report, work)
     finished = False
     try:
@@ -627,6 +633,8 @@ def main(argv: list[str] | None = None) -> int:
                 runner.chunk(target, seed + start // args.chunk, min(args.chunk, args.count - start))
                 report.write(finished=False)  # a run cut short still leaves its counts
         finished = True
+    except KeyboardInterrupt:
+        print("fuzz_long: interrupted; the counts below are what ran", flush=True)
     finally:
         runner.close()
         summary = report.write(finished=finished)
@@ -637,7 +645,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{summary['wall_seconds']:.0f} s, {summary['failures']} failures; {out_dir / 'results.json'}",
         flush=True,
     )
-    return 1 if report.failures else 0
+    return 1 if report.failures else (0 if finished else 130)
 
 
 if __name__ == "__main__":
