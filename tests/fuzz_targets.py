@@ -209,8 +209,9 @@ class CheckpointCase:
 def _backend_names() -> st.SearchStrategy[Any]:
     """Built-in names, references that cannot import (relative, missing), and any JSON value.
 
-    Never an arbitrary `module:factory`: resolving one imports the module, and a generated name
-    could be an installed module with side effects."""
+    No generated `module:factory` of arbitrary text: resolving one imports the module, and an
+    installed module may have import side effects. (JSON_VALUES' strings are random unicode of up to
+    20 characters: one spelling an installed module, a colon and a name is improbable enough.)"""
     relative = st.tuples(st.text(max_size=8), st.text(max_size=8)).map(lambda p: f".{p[0]}:{p[1]}")
     missing = st.text(max_size=8).map(lambda s: f"evalfleet_fuzz_absent_{s.encode().hex()}:factory")
     no_reference = texts().filter(lambda s: ":" not in s)
