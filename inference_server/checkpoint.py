@@ -156,14 +156,24 @@ def write_manifest(root: Path, backend: str, settings: dict[str, Any], sha256: d
     return target
 
 
+def _read_json(path: Path) -> Any:
+    """The JSON value in a file; CheckpointError naming the file for anything that is not JSON.
+
+    Besides malformed JSON (a ValueError), that is bytes that are not UTF-8 (UnicodeDecodeError, a
+    ValueError too), an integer past Python's digit limit (ValueError) and arrays or objects nested
+    deeper than the decoder's stack (RecursionError), which would otherwise escape as a traceback.
+    """
+    try:
+        return json.loads(path.read_bytes().decode("utf-8"))
+    except (ValueError, RecursionError) as exc:
+        raise CheckpointError(f"{path} is not JSON: {exc}", path=path) from exc
+
+
 def _read_manifest(root: Path) -> dict[str, Any]:
     path = root / MANIFEST_NAME
     if not path.is_file():
         raise CheckpointError(f"{root} has no {MANIFEST_NAME}", path=path)
-    try:
-        manifest = json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
-        raise CheckpointError(f"{path} is not JSON: {exc}", path=path) from exc
+    manifest = _read_json(path)
     if not isinstance(manifest, dict) or manifest.get("format") != MANIFEST_FORMAT:
         raise CheckpointError(f"{path}: format must be {MANIFEST_FORMAT!r}", path=path)
     for key, kind in (("backend", str), ("settings", dict), ("sha256", dict)):
@@ -176,7 +186,11 @@ def check_index_covered(root: Path, sealed: dict[str, str]) -> None:
     """Every shard the index names must be sealed, or an unsealed shard could be loaded."""
     if INDEX_NAME not in sealed:
         return
-    weight_map = json.loads((root / INDEX_NAME).read_text()).get("weight_map", {})
+    index_path = root / INDEX_NAME
+    index = _read_json(index_path)
+    weight_map = index.get("weight_map", {}) if isinstance(index, dict) else None
+    if not isinstance(weight_map, dict) or not all(isinstance(shard, str) for shard in weight_map.values()):
+        raise CheckpointError(f"{INDEX_NAME}: 'weight_map' must map tensor names to shard files", path=index_path)
     for shard in sorted(set(weight_map.values())):
         if shard not in sealed:
             raise CheckpointError(f"shard {shard} is named by {INDEX_NAME} but has no sealed hash", path=root / shard)

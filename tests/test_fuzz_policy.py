@@ -11,7 +11,8 @@ from pathlib import Path
 
 import grpc
 import pytest
-from fuzz import ALLOWED_CODES, doubles, integers, messages, status_of
+from fuzz import ALLOWED_CODES, status_of
+from fuzz_targets import opening_frame, refused_in_band, session_streams
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from procs import ServiceProcess, policy_argv, wait_serving
@@ -22,15 +23,6 @@ pytestmark = pytest.mark.timeout(300)
 
 EXAMPLES = int(os.environ.get("EVALFLEET_FUZZ_EXAMPLES", "300"))
 SERVICE = pb.DESCRIPTOR.services_by_name["Policy"]
-ALLOWED_VALUES = {code.value[0] for code in ALLOWED_CODES}
-# Names and numbers the `syn` checkpoint's backend accepts, so some observations reach the model.
-KNOWN = {
-    "key": ["camera", "progress", "step"],
-    "dtype": ["uint8", "float32", "float64", "<f4"],
-    "shape": [8, 3, 1, 0],
-    "step": [0, 1, 4],
-    "executed": [0, 4],
-}
 
 
 class Served:
@@ -75,58 +67,15 @@ def served(tmp_path_factory: pytest.TempPathFactory, checkpoint_root: Path) -> I
         proc.kill()
 
 
-def opening(digest: str) -> st.SearchStrategy[pb.SessionRequest]:
-    """A well-formed open for a new episode (random metadata), so the messages after it are served."""
-    return messages(pb.EpisodeMeta.DESCRIPTOR).map(
-        lambda meta: pb.SessionRequest(open=pb.OpenSession(expected_digest=digest, episode=meta))
-    )
-
-
-VALID_OBSERVATION = pb.Observation(
-    step=0,
-    images={"camera": pb.Tensor(dtype="uint8", shape=[8, 8, 3], data=bytes(range(192)))},
-    state={"progress": pb.FloatVector(values=[0.5]), "step": pb.FloatVector(values=[0.0])},
-)
-
-
-def near_valid_observations() -> st.SearchStrategy[pb.SessionRequest]:
-    """The `syn` backend's observation as is or with one part hostile, so that the fuzzing
-    reaches tensor decoding and the model, not only the name checks."""
-    tensors = st.builds(
-        pb.Tensor,
-        dtype=st.sampled_from(["uint8", "float32", "", "object", "V8", "<U2"]),
-        shape=st.lists(integers(0, 2**32 - 1), max_size=4),
-        data=st.binary(max_size=400),
-    )
-    vectors = st.builds(pb.FloatVector, values=st.lists(doubles(), max_size=3))
-    changes = st.one_of(
-        st.just(lambda o: None),
-        tensors.map(lambda t: lambda o: o.images["camera"].CopyFrom(t)),
-        vectors.map(lambda v: lambda o: o.state["progress"].CopyFrom(v)),
-        st.sampled_from([1, 4, 2**63, 2**64 - 1]).map(lambda step: lambda o: setattr(o, "step", step)),
-        st.sampled_from([4, 2**32 - 1]).map(lambda executed: lambda o: setattr(o, "executed", executed)),
-    )
-
-    def changed(change) -> pb.SessionRequest:
-        observation = pb.Observation()
-        observation.CopyFrom(VALID_OBSERVATION)
-        change(observation)
-        return pb.SessionRequest(observation=observation)
-
-    return changes.map(changed)
-
-
 @settings(max_examples=EXAMPLES)
 @given(data=st.data())
 def test_any_session_stream_gets_precise_codes_and_a_refused_open_leaves_no_session(served: Served, data) -> None:
-    first = data.draw(st.one_of(opening(served.digest), messages(pb.SessionRequest.DESCRIPTOR, KNOWN)), "first")
-    later = st.one_of(messages(pb.SessionRequest.DESCRIPTOR, KNOWN), near_valid_observations())
-    rest = data.draw(st.lists(later, max_size=4), "rest")
+    stream = data.draw(session_streams(served.digest), "stream")
     sessions_before = served.identity().load.sessions
-    code, details, responses = served.session([first, *rest])
+    code, details, responses = served.session(stream)
     assert code in ALLOWED_CODES, f"Session -> {code.name}: {details}"
-    refused_in_band = [r.error for r in responses if r.HasField("error") and r.error.code not in ALLOWED_VALUES]
-    assert not refused_in_band, refused_in_band
+    unknown_in_band = refused_in_band(responses)
+    assert not unknown_in_band, unknown_in_band
     if not any(r.HasField("opened") for r in responses):
         assert served.identity().load.sessions <= sessions_before
     assert served.proc.running
@@ -144,8 +93,7 @@ def test_any_bytes_to_get_identity(served: Served, body: bytes) -> None:
 @given(open_first=st.booleans(), frames=st.lists(st.binary(max_size=300), min_size=1, max_size=4))
 def test_any_bytes_on_a_session_stream(served: Served, open_first: bool, frames: list[bytes]) -> None:
     """Stream messages that do not parse are refused by the servicer as INVALID_ARGUMENT."""
-    opening_frame = pb.SessionRequest(open=pb.OpenSession(expected_digest=served.digest, episode=pb.EpisodeMeta()))
-    sent = [opening_frame.SerializeToString()] * open_first + frames
+    sent = [opening_frame(served.digest)] * open_first + frames
     call = served.channel.stream_stream(f"/{SERVICE.full_name}/Session")
     code, details = status_of(lambda: list(call(iter(sent), timeout=20)))
     assert code in ALLOWED_CODES, f"Session({sent!r}) -> {code.name}: {details}"
@@ -154,8 +102,7 @@ def test_any_bytes_on_a_session_stream(served: Served, open_first: bool, frames:
 @pytest.mark.parametrize("open_first", [False, True])
 def test_unparseable_stream_message_is_invalid_argument(served: Served, open_first: bool) -> None:
     """Regression: a corrupt frame surfaced from context.read() as grpc's UNKNOWN with a traceback."""
-    opening_frame = pb.SessionRequest(open=pb.OpenSession(expected_digest=served.digest, episode=pb.EpisodeMeta()))
-    sent = [opening_frame.SerializeToString()] * open_first + [b"\xff\xff\xff"]
+    sent = [opening_frame(served.digest)] * open_first + [b"\xff\xff\xff"]
     call = served.channel.stream_stream(f"/{SERVICE.full_name}/Session")
     code, details = status_of(lambda: list(call(iter(sent), timeout=20)))
     assert code == grpc.StatusCode.INVALID_ARGUMENT and "does not parse" in details

@@ -12,12 +12,11 @@ from pathlib import Path
 import grpc
 import pytest
 from fuzz import ALLOWED_CODES, messages, status_of
+from fuzz_targets import SCHEDULER_KNOWN, seed_scheduler
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from procs import ServiceProcess, db_fingerprint, scheduler_argv, wait_serving
 
-from benchmarks.synthetic.manifest import build_synthetic
-from evalfleet.scheduler_api.client import SchedulerClient
 from evalfleet.v1 import scheduler_pb2 as pb
 
 pytestmark = pytest.mark.timeout(300)
@@ -25,24 +24,6 @@ pytestmark = pytest.mark.timeout(300)
 # Per method; EVALFLEET_FUZZ_EXAMPLES raises it for a longer local search.
 EXAMPLES = int(os.environ.get("EVALFLEET_FUZZ_EXAMPLES", "300"))
 SERVICE = pb.DESCRIPTOR.services_by_name["Scheduler"]
-MANIFEST = build_synthetic(6, seed=1)
-# Values the seeded scheduler holds, so that some requests pass the lookups and reach deeper checks.
-KNOWN = {
-    "submission_id": ["good"],
-    "task_id": ["good-00000", "good-00001"],
-    "task_ids": ["good-00000", "good-00001"],
-    "fencing_token": [1, 2, 3],
-    "worker_id": ["w1", "w2"],
-    "route": ["synthetic"],
-    "routes": ["synthetic"],
-    "hash": [MANIFEST.hash],
-    "manifest_hashes": [MANIFEST.hash],
-    "expected_hash": [MANIFEST.hash],
-    "body": [MANIFEST.body],
-    "episode_index": [0, 1, 2, 3],
-    "batch_size": [3],
-    "max_attempts": [3],
-}
 
 
 class Served:
@@ -77,11 +58,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     proc.start()
     try:
         wait_serving(proc.address)
-        client = SchedulerClient(proc.address)
-        client.submit([MANIFEST], "synthetic", batch_size=3, submission_id="good")
-        lease = client.claim("w1", ["synthetic"])
-        client.report_episode(lease, lease.episodes[0], True)
-        client.close()
+        seed_scheduler(proc.address)
         served = Served(proc, db)
         yield served
         served.channel.close()
@@ -104,7 +81,7 @@ def test_any_request_gets_a_precise_code_and_a_refusal_changes_nothing(served: S
     descriptor = SERVICE.methods_by_name[method].input_type
 
     @settings(max_examples=EXAMPLES)
-    @given(request=messages(descriptor, KNOWN))
+    @given(request=messages(descriptor, SCHEDULER_KNOWN))
     def run(request: object) -> None:
         check(served, method, request)
 

@@ -119,7 +119,7 @@ def resolve(name: str) -> BackendFactory:
         raise BackendError(f"backend {name!r} is neither built-in ({', '.join(sorted(BUILTIN))}) nor module:factory")
     try:
         module = importlib.import_module(module_name)
-    except ImportError as exc:
+    except (ImportError, TypeError) as exc:  # TypeError: a relative name (".x") without a package
         raise BackendError(f"backend {name!r}: cannot import {module_name}: {exc}") from exc
     factory = getattr(module, attr, None)
     if not callable(factory):
