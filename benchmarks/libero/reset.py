@@ -63,7 +63,7 @@ class SceneReuse:
         if suite.sim is None or xml != self._xml:
             # What robosuite's hard reset does: destroy the old MjSim, compile a new one.
             type(suite)._destroy_sim(suite)
-            type(suite)._initialize_sim(suite, xml)
+            type(suite)._initialize_sim(suite, xml_string)
             self._xml = xml
             self._pristine = {name: array.copy() for name, array in _model_arrays(suite.sim.model._model).items()}
             self.compiled += 1
