@@ -43,7 +43,7 @@ from benchmarks.base import (
 from benchmarks.libero.build import add_build_arguments, build_manifests
 from benchmarks.libero.cameras import CameraGate
 from benchmarks.libero.manifest import BENCHMARK, WAIT_ACTION, EpisodeSpec, episode_spec
-from benchmarks.libero.reset import SceneReuse
+from benchmarks.libero.reset import SceneReuse, close_env
 from benchmarks.libero.sim import (
     ACTION_DIM,
     CAMERAS,
@@ -91,7 +91,7 @@ class LiberoBenchmark(Benchmark):
             kept = [entry for _, entry in self._idle.values()]
             self._idle.clear()
         for entry in kept:
-            entry.gate.env.close()
+            close_env(entry.gate.env)
 
     def _acquire(self, key: _EnvKey, spec: EpisodeSpec) -> _Kept:
         with self._lock:
@@ -110,7 +110,7 @@ class LiberoBenchmark(Benchmark):
             while len(self._idle) > self._max_idle:
                 evicted.append(self._idle.popitem(last=False)[1][1])
         for stale in evicted:
-            stale.gate.env.close()
+            close_env(stale.gate.env)
 
 
 @dataclass(frozen=True)

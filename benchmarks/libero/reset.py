@@ -14,9 +14,10 @@ stove's burner toggles) and keeps MjData's scratch memory; its trajectories diff
 ``_load_model`` just produced is byte-identical to the one the kept MjSim was compiled from, it
 writes back every array of the MjModel as the compile left it, gives the MjSim a freshly allocated
 MjData (what a new MjSim gets: all state, warm start and scratch memory new), and runs the same
-``forward`` and ``initialize_time`` as ``_initialize_sim``, plus the ``forward`` that creating the
-new render context would run. Otherwise it compiles as a hard reset does. The render context (GL
-textures and meshes uploaded from the unchanged model) is kept.
+``forward`` and ``initialize_time`` as ``_initialize_sim``, plus what creating the new render
+context would do to the simulation (make its GL context current, ``forward``). Otherwise it compiles
+as a hard reset does. The render context (GL textures and meshes uploaded from the unchanged model)
+is kept.
 tests/adapters/test_libero_soft_reset.py holds this bit-identical to the hard reset.
 """
 
@@ -62,6 +63,7 @@ class SceneReuse:
             xml = suite._xml_processor(xml)
         if suite.sim is None or xml != self._xml:
             # What robosuite's hard reset does: destroy the old MjSim, compile a new one.
+            _make_render_context_current(suite)
             type(suite)._destroy_sim(suite)
             type(suite)._initialize_sim(suite, xml_string)
             self._xml = xml
@@ -80,12 +82,32 @@ class SceneReuse:
         suite.initialize_time(suite.control_freq)
         if suite.has_offscreen_renderer:
             # The hard reset's _reset_internal creates a render context for the new MjSim, whose
-            # constructor runs forward() once more; the kept context stays, so run it here. It is
-            # not idempotent: MuJoCo's constraint solver starts from the previous call's result
+            # constructor makes its GL context current and runs forward() once more; the kept
+            # context stays, so do both here. robosuite renders into whichever GL context is
+            # current, which another environment of the process may have taken since. And forward()
+            # is not idempotent: MuJoCo's constraint solver starts from the previous call's result
             # (without it, a libero_object scene's object poses differ by ~1e-18 after the wait steps).
+            sim._render_context_offscreen.gl_ctx.make_current()
             sim.forward()
         self.reused += 1
         self.last_reused = True
+
+
+def close_env(env: Any) -> None:
+    """``env.close()`` with the environment's own GL context current (see below)."""
+    _make_render_context_current(env.env)
+    env.close()
+
+
+def _make_render_context_current(suite: Any) -> None:
+    """Makes the MjSim's render context the current GL context, before it is freed: MuJoCo frees a
+    render context's GL objects (framebuffers, textures) in whichever GL context is current, and
+    their ids repeat from one context to the next, so freeing one while a kept environment's context
+    is current would delete that environment's objects (a hard reset never noticed: it makes a new
+    context every time)."""
+    context = None if suite.sim is None else suite.sim._render_context_offscreen
+    if context is not None:
+        context.gl_ctx.make_current()
 
 
 def _keep() -> None:

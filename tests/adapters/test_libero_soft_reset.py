@@ -9,7 +9,8 @@ start and the end of each trial, every observation the policy receives, the trac
 outcome must be bit-identical. Between trials the episode leaves the scene dirty the way a policy
 could: gripper commands (robosuite's gripper accumulates them), and every articulated fixture
 (stove knobs, microwave and cabinet doors) moved to the far end of its range, which flips LIBERO's
-Python-side stove state and the burner's site colour in the MjModel. One task per suite, among them
+Python-side stove state and the burner's site colour in the MjModel; and another environment of the
+process is reset, which takes the current GL context. One task per suite, among them
 scenes with a stove (libero_goal), a microwave (libero_10) and cabinets.
 """
 
@@ -166,10 +167,19 @@ def test_reusing_the_scene_gives_what_the_hard_reset_gives(suite: str, task: int
     finally:
         hard_adapter.close()
     soft_adapter = LiberoBenchmark(max_idle_envs=1)
+    # Another environment in the process, reset between the trials, as a worker's episode process
+    # keeps two: its GL context becomes the current one, and robosuite renders into the current one.
+    other_adapter = LiberoBenchmark(max_idle_envs=1)
     try:
-        soft = [_run(soft_adapter, manifest, trial) for trial in range(TRIALS)]
+        soft = []
+        for trial in range(TRIALS):
+            soft.append(_run(soft_adapter, manifest, trial))
+            other = other_adapter.open_episode(manifest, 0, cameras=CAMERAS)
+            other.reset()
+            other.close()
     finally:
         soft_adapter.close()
+        other_adapter.close()
 
     assert [t.scene_reused for t in hard] == [None] * TRIALS
     assert [t.scene_reused for t in soft] == [False] + [True] * (TRIALS - 1), "the kept scene was not reused"
