@@ -26,6 +26,7 @@ row; CPU seconds hardly do, so they are the fairer comparison there.
 
     MUJOCO_GL=osmesa .venv/bin/python scripts/bench_libero.py            # ~25 min on 2 idle cores
     MUJOCO_GL=osmesa .venv/bin/python scripts/bench_libero.py --quick    # 40 steps, ~10 min
+    MUJOCO_GL=osmesa .venv/bin/python scripts/bench_libero.py --runs 5x2 # raw and execute 5, 2 cameras
 """
 
 from __future__ import annotations
@@ -60,6 +61,8 @@ from manifests.format import Manifest
 
 CHUNK = 10
 CAMERA_SIZE = 256
+# The evalfleet rows by name: actions executed per chunk x cameras the checkpoint consumes.
+RUNS = {"1x1": (1, CAMERAS[:1]), "1x2": (1, CAMERAS), "5x1": (5, CAMERAS[:1]), "5x2": (5, CAMERAS)}
 SEED = 0
 EPOCH = "random"
 
@@ -89,9 +92,18 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--max-steps", type=int, default=0, help="policy steps per episode (default 220, --quick 40)")
     parser.add_argument("--run-dir", type=Path, default=None, help="where logs go (default: a temporary folder)")
     parser.add_argument("--json", type=Path, default=None, help="also write the rows as JSON here")
+    parser.add_argument(
+        "--runs",
+        default=",".join(RUNS),
+        help=f"evalfleet rows, EXECUTExCAMERAS, comma-separated (default: all of {','.join(RUNS)}); raw always runs",
+    )
     args = parser.parse_args()
     if args.max_steps < 0:
         parser.error("--max-steps must be >= 0")
+    args.runs = [run.strip() for run in args.runs.split(",") if run.strip()]
+    unknown = sorted(set(args.runs) - set(RUNS))
+    if unknown or not args.runs:
+        parser.error(f"--runs: unknown {', '.join(unknown) or 'empty list'}; choose among {','.join(RUNS)}")
     args.max_steps = args.max_steps or (40 if args.quick else 220)
     return args
 
@@ -287,12 +299,13 @@ def main() -> int:
     manifests = libero_manifests(args.max_steps)
     run_dir = args.run_dir or Path(tempfile.mkdtemp(prefix="bench-libero-"))
     rows = []
-    print("raw environment ...", flush=True)
+    print(f"raw environment (load {os.getloadavg()[0]:.1f}) ...", flush=True)
     rows.append(run_raw(manifests))
-    for execute in (1, 5):
-        for cameras in (CAMERAS[:1], CAMERAS):
-            print(f"evalfleet, execute {execute}, cameras {cameras} ...", flush=True)
-            rows.append(run_evalfleet(manifests, execute, cameras, run_dir / f"execute{execute}-{len(cameras)}cam"))
+    for run in args.runs:
+        execute, cameras = RUNS[run]
+        print(f"evalfleet, execute {execute}, cameras {cameras} (load {os.getloadavg()[0]:.1f}) ...", flush=True)
+        rows.append(run_evalfleet(manifests, execute, cameras, run_dir / f"execute{execute}-{len(cameras)}cam"))
+    print(f"done (load {os.getloadavg()[0]:.1f})", flush=True)
     text = report(rows, args)
     print(text)
     if args.json:

@@ -6,10 +6,13 @@ before anything is cut. It runs in one process, with a real ``seeded-random`` in
 for the policy hop:
 
 - setup: ``LiberoEpisode.reset`` for consecutive trials of libero_spatial task 0 on the kept
-  environment, split into the hard ``env.reset()`` (and inside it robosuite's ``_initialize_sim``,
-  the MjSim built from the XML, and ``_reset_internal``), ``set_init_state`` (one forced update,
-  which renders both cameras when the manifest pins the initial observation) and the wait steps;
-  and what the episode process adds around it (the policy client and session).
+  environment, once with LIBERO's hard reset compiling the scene every time and once reusing the
+  compiled scene (the adapter's default, ``benchmarks.libero.reset``), split into ``env.reset()``
+  (and inside it robosuite's ``_load_model``, which rebuilds the Python-side models and the XML;
+  ``_initialize_sim``, the MjSim compiled from the XML or the kept one restored; and
+  ``_reset_internal``), ``set_init_state`` (one forced update, which renders both cameras when the
+  manifest pins the initial observation) and the wait steps; and what the episode process adds
+  around it (the policy client and session).
 - per step: the adapter's own work beside ``env.step`` (sample planning, success check, trace,
   observation), ``env.step`` with no camera rendered, ``execute`` of one action with one and two
   cameras, and the policy hop (``Session.act`` over gRPC to the inference server, images included).
@@ -70,8 +73,8 @@ def load() -> str:
     return f"load {os.getloadavg()[0]:.1f}"
 
 
-def setup(adapter: LiberoBenchmark, entries: Manifest) -> None:
-    print("setup of consecutive trials of one task on the kept environment (ms):", flush=True)
+def setup(adapter: LiberoBenchmark, entries: Manifest, mode: str) -> None:
+    print(f"setup of consecutive trials of one task on the kept environment, {mode} (ms):", flush=True)
     for index in range(len(entries)):
         times: Times = {}
         started = time.perf_counter()
@@ -80,7 +83,10 @@ def setup(adapter: LiberoBenchmark, entries: Manifest) -> None:
         env = episode._env
         if not hasattr(env, "_profiled"):
             suite = env.env
-            suite._initialize_sim = timed(times, "reset: _initialize_sim", suite._initialize_sim)
+            suite._load_model = timed(times, "reset: _load_model", suite._load_model)
+            # With scene reuse, its own _initialize_sim stands in for robosuite's during a reset.
+            owner = suite if episode._scene is None else episode._scene
+            owner._initialize_sim = timed(times, "reset: _initialize_sim", owner._initialize_sim)
             suite._reset_internal = timed(times, "reset: _reset_internal", suite._reset_internal)
             env._profiled = times
         else:
@@ -88,16 +94,21 @@ def setup(adapter: LiberoBenchmark, entries: Manifest) -> None:
             times = env._profiled
             times["open_episode"] = [time.perf_counter() - started]
         originals = env.reset, env.set_init_state, env.step
-        env.reset = timed(times, "env.reset (hard)", env.reset)
+        env.reset = timed(times, "env.reset", env.reset)
         env.set_init_state = timed(times, "set_init_state", env.set_init_state)
         env.step = timed(times, "wait steps", env.step)
         started = time.perf_counter()
         episode.reset()
         times["LiberoEpisode.reset"] = [time.perf_counter() - started]
         env.reset, env.set_init_state, env.step = originals
+        scene = episode._scene
         episode.close()
         parts = ", ".join(f"{key} {1000 * sum(values):.0f}" for key, values in times.items())
-        print(f"  trial {index} ({load()}): {parts}", flush=True)
+        reused = {None: "", False: ", compiled", True: ", scene reused"}[episode.scene_reused]
+        print(f"  trial {index} ({load()}{reused}): {parts}", flush=True)
+    if scene is not None:
+        kept = sum(array.nbytes for array in scene._pristine.values()) / 2**20
+        print(f"  the compiled model's arrays kept for reuse: {kept:.1f} MiB", flush=True)
 
 
 def per_step(adapter: LiberoBenchmark, entries: Manifest, root: Path, steps: int) -> None:
@@ -158,9 +169,14 @@ def main() -> int:
     if args.trials < 1 or args.steps < 1:
         parser.error("--trials and --steps must be >= 1")
     entries = manifest(args.trials)
+    hard = LiberoBenchmark(reuse_scene=False)
+    try:
+        setup(hard, entries, "hard reset (a new MjSim per trial)")
+    finally:
+        hard.close()
     adapter = LiberoBenchmark()
     try:
-        setup(adapter, entries)
+        setup(adapter, entries, "compiled scene reused")
         per_step(adapter, entries, Path(tempfile.mkdtemp(prefix="profile-libero-")), args.steps)
     finally:
         adapter.close()

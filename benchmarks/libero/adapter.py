@@ -4,8 +4,10 @@ An episode runs the standard protocol: ``reset()`` (its RNG draws confined to a 
 entry's fixture poses written, ``set_init_state(entry.init_state)``, ``num_steps_wait`` steps of
 ``[0,0,0,0,0,0,-1]``, then policy steps (delta EEF pose + gripper) until ``check_success()`` or
 ``max_steps``. Creating an environment costs several seconds, so the adapter keeps finished ones
-per task and camera size; ``reset()`` is a hard reset that rebuilds the scene from the bddl, so
-an environment carries nothing from one trial into the next.
+per task and camera size. ``reset()`` is LIBERO's hard reset, which rebuilds the scene from the
+bddl, so an environment carries nothing from one trial into the next; by default its most costly
+part, compiling the scene's XML into a new MjSim, is skipped when the XML repeats
+(``benchmarks.libero.reset``), with the same simulator state, bit for bit.
 
 Cameras render on demand (``benchmarks.libero.cameras``): only the cameras given at
 ``open_episode``, and only for an observation that is handed out (after ``step``, after the last
@@ -20,6 +22,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Collection
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -40,6 +43,7 @@ from benchmarks.base import (
 from benchmarks.libero.build import add_build_arguments, build_manifests
 from benchmarks.libero.cameras import CameraGate
 from benchmarks.libero.manifest import BENCHMARK, WAIT_ACTION, EpisodeSpec, episode_spec
+from benchmarks.libero.reset import SceneReuse, close_env
 from benchmarks.libero.sim import (
     ACTION_DIM,
     CAMERAS,
@@ -61,14 +65,17 @@ _EnvKey = tuple[str, int, int]
 class LiberoBenchmark(Benchmark):
     """Opens LIBERO episodes; keeps up to ``max_idle_envs`` finished environments for reuse.
 
-    Episodes may run in different threads; the pool of idle environments is guarded by a lock.
+    ``reuse_scene=False`` compiles the scene on every reset, as LIBERO's hard reset does (the
+    reference the reuse is tested against). Episodes may run in different threads; the pool of idle
+    environments is guarded by a lock.
     """
 
     name = BENCHMARK
 
-    def __init__(self, *, max_idle_envs: int = 2) -> None:
+    def __init__(self, *, max_idle_envs: int = 2, reuse_scene: bool = True) -> None:
         self._max_idle = max_idle_envs
-        self._idle: OrderedDict[int, tuple[_EnvKey, CameraGate]] = OrderedDict()
+        self._reuse_scene = reuse_scene
+        self._idle: OrderedDict[int, tuple[_EnvKey, _Kept]] = OrderedDict()
         self._lock = threading.Lock()
 
     def open_episode(self, manifest: Manifest, index: int, cameras: Collection[str] | None = None) -> LiberoEpisode:
@@ -76,33 +83,42 @@ class LiberoBenchmark(Benchmark):
         key = (str(spec.task.bddl_path), spec.protocol.camera_height, spec.protocol.camera_width)
         rendered = CAMERAS if cameras is None else tuple(name for name in CAMERAS if name in cameras)
         return LiberoEpisode(
-            spec, self._acquire(key, spec), rendered, lambda gate, healthy: self._release(key, gate, healthy)
+            spec, self._acquire(key, spec), rendered, lambda kept, healthy: self._release(key, kept, healthy)
         )
 
     def close(self) -> None:
         with self._lock:
-            gates = [gate for _, gate in self._idle.values()]
+            kept = [entry for _, entry in self._idle.values()]
             self._idle.clear()
-        for gate in gates:
-            gate.env.close()
+        for entry in kept:
+            close_env(entry.gate.env)
 
-    def _acquire(self, key: _EnvKey, spec: EpisodeSpec) -> CameraGate:
+    def _acquire(self, key: _EnvKey, spec: EpisodeSpec) -> _Kept:
         with self._lock:
-            for gate_id, (idle_key, gate) in self._idle.items():
+            for kept_id, (idle_key, kept) in self._idle.items():
                 if idle_key == key:
-                    del self._idle[gate_id]
-                    return gate
-        return CameraGate(make_env(spec.task, spec.protocol.camera_height, spec.protocol.camera_width))
+                    del self._idle[kept_id]
+                    return kept
+        env = make_env(spec.task, spec.protocol.camera_height, spec.protocol.camera_width)
+        return _Kept(CameraGate(env), SceneReuse(env) if self._reuse_scene else None)
 
-    def _release(self, key: _EnvKey, gate: CameraGate, healthy: bool) -> None:
-        evicted = [gate] if not healthy or self._max_idle == 0 else []
+    def _release(self, key: _EnvKey, kept: _Kept, healthy: bool) -> None:
+        evicted = [kept] if not healthy or self._max_idle == 0 else []
         with self._lock:
             if not evicted:
-                self._idle[id(gate)] = (key, gate)
+                self._idle[id(kept)] = (key, kept)
             while len(self._idle) > self._max_idle:
                 evicted.append(self._idle.popitem(last=False)[1][1])
         for stale in evicted:
-            stale.env.close()
+            close_env(stale.gate.env)
+
+
+@dataclass(frozen=True)
+class _Kept:
+    """An environment the adapter keeps: its camera gate and, unless reuse is off, its scene reuse."""
+
+    gate: CameraGate
+    scene: SceneReuse | None
 
 
 class LiberoEpisode(Episode):
@@ -113,22 +129,24 @@ class LiberoEpisode(Episode):
     def __init__(
         self,
         spec: EpisodeSpec,
-        gate: CameraGate,
+        kept: _Kept,
         cameras: tuple[str, ...],
-        release: Callable[[CameraGate, bool], None],
+        release: Callable[[_Kept, bool], None],
     ) -> None:
         self.instruction = spec.instruction
         self.max_steps = spec.protocol.max_steps
         self.cameras = cameras
         self._spec = spec
-        self._camera_gate: CameraGate | None = gate
-        self._env = gate.env
+        self._kept: _Kept | None = kept
+        self._env = kept.gate.env
         self._release = release
         self._trace = TraceDigest()
         self._steps = 0
         self._success = False
         self._ready = False
         self._healthy = True
+        # After reset(): whether it reused the kept compiled scene (None: reuse is off).
+        self.scene_reused: bool | None = None
 
     def reset(self) -> Observation:
         """Rebuilds the trial; BenchmarkError if its initial observation is not the recorded one."""
@@ -137,7 +155,10 @@ class LiberoEpisode(Episode):
         self._healthy = False
         gate.skip()  # set_init_state's forced update below replaces every image reset() would render
         with global_numpy_rng(spec.protocol.seed):
-            env.reset()
+            if self._scene is None:
+                env.reset()
+            else:
+                self.scene_reused = self._scene.reset()
         write_fixture_poses(env, spec.fixture_poses, f"{spec.where}.fixture_poses")
         expected = spec.initial_observation_digest
         gate.render_every_sample(CAMERAS if expected is not None else self.cameras)
@@ -197,15 +218,23 @@ class LiberoEpisode(Episode):
         )
 
     def close(self) -> None:
-        if self._camera_gate is not None:
-            gate, self._camera_gate = self._camera_gate, None
-            self._release(gate, self._healthy)
+        if self._kept is not None:
+            kept, self._kept = self._kept, None
+            self._release(kept, self._healthy)
 
     @property
     def _gate(self) -> CameraGate:
-        if self._camera_gate is None:
+        return self._borrowed.gate
+
+    @property
+    def _scene(self) -> SceneReuse | None:
+        return self._borrowed.scene
+
+    @property
+    def _borrowed(self) -> _Kept:
+        if self._kept is None:
             raise RuntimeError(f"episode {self._spec.episode_id} is closed")
-        return self._camera_gate
+        return self._kept
 
     def _check_can_step(self) -> None:
         if not self._ready:
