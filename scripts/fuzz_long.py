@@ -258,7 +258,29 @@ def caller(channel: grpc.Channel, service: Any, method: str) -> Callable[[list[b
 # Servers -----------------------------------------------------------------------------------------
 
 
-class Scheduler:
+class _Served:
+    """A server process started from ``argv`` (log in ``log``) and the client channel to it; killed
+    and started again on the same arguments after a crash."""
+
+    argv: list[str]
+    log: Path
+    proc: ServiceProcess
+    channel: grpc.Channel
+
+    def _start(self) -> ServiceProcess:
+        proc = ServiceProcess(self.argv, self.log)
+        proc.start()
+        wait_serving(proc.address)
+        return proc
+
+    def restart(self) -> None:
+        self.channel.close()
+        self.proc.kill()
+        self.proc = self._start()
+        self.channel = grpc.insecure_channel(self.proc.address)
+
+
+class Scheduler(_Served):
     """A real scheduler on a real SQLite file, seeded; restarted on the same file after a crash."""
 
     def __init__(self, work: Path) -> None:
@@ -273,17 +295,8 @@ class Scheduler:
         self.version = sqlite3.connect(f"file:{self.db}?mode=ro", uri=True, check_same_thread=False)
         self.callers: dict[str, Callable[[list[bytes]], Outcome]] = {}
 
-    def _start(self) -> ServiceProcess:
-        proc = ServiceProcess(self.argv, self.log)
-        proc.start()
-        wait_serving(proc.address)
-        return proc
-
     def restart(self) -> None:
-        self.channel.close()
-        self.proc.kill()
-        self.proc = self._start()
-        self.channel = grpc.insecure_channel(self.proc.address)
+        super().restart()
         self.callers.clear()
 
     def call(self, method: str) -> Callable[[list[bytes]], Outcome]:
@@ -312,7 +325,7 @@ class Scheduler:
         self.proc.stop()
 
 
-class Policy:
+class Policy(_Served):
     """A real inference server serving a sealed reference checkpoint (`deterministic`)."""
 
     def __init__(self, work: Path) -> None:
@@ -325,18 +338,6 @@ class Policy:
         self.proc = self._start()
         self.channel = grpc.insecure_channel(self.proc.address)
         self.digest = self.identity().digest
-
-    def _start(self) -> ServiceProcess:
-        proc = ServiceProcess(self.argv, self.log)
-        proc.start()
-        wait_serving(proc.address)
-        return proc
-
-    def restart(self) -> None:
-        self.channel.close()
-        self.proc.kill()
-        self.proc = self._start()
-        self.channel = grpc.insecure_channel(self.proc.address)
 
     def identity(self) -> policy_pb2.GetIdentityResponse:
         rpc = self.channel.unary_unary(
