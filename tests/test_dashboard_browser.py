@@ -8,9 +8,12 @@ the test's tmp dir.
 
 from __future__ import annotations
 
+import contextlib
 import threading
+from collections.abc import Iterator
 from itertools import pairwise
 from pathlib import Path
+from typing import Any
 
 import pytest
 from benchmark_task_names import LIBERO_10_TASKS, ROBOTWIN_SETTINGS, ROBOTWIN_TASKS
@@ -34,6 +37,23 @@ sync_api = pytest.importorskip("playwright.sync_api", reason="needs playwright (
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(180)]
 WAIT_MS = 15_000
+
+
+@contextlib.contextmanager
+def _dashboard_page(url: str) -> Iterator[Any]:
+    """A headless chromium page opened at ``url``; a script error on the page fails the test when
+    the block ends."""
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            errors: list[str] = []
+            page.on("pageerror", lambda error: errors.append(str(error)))
+            page.goto(url)
+            yield page
+            assert errors == [], errors
+        finally:
+            browser.close()
 
 
 def _finish_one_task(client: SchedulerClient, worker_id: str) -> None:
@@ -60,71 +80,60 @@ def test_submit_watch_cancel_requeue_reprioritize_in_a_browser(start_scheduler, 
     client.submit(manifests, "synthetic", batch_size=3, submission_id="browser", priority=2)
     client.register_worker("gpu-worker-0", ["synthetic"], host="node-1", gpu_uuid="GPU-1234")
 
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1280, "height": 900})
-            errors: list[str] = []
-            page.on("pageerror", lambda error: errors.append(str(error)))
-            page.goto(url)
-            card = page.locator(".submission[data-submission=browser]")
-            sync_api.expect(card.locator(".progress")).to_have_text("0/24 episodes", timeout=WAIT_MS)
+    with _dashboard_page(url) as page:
+        card = page.locator(".submission[data-submission=browser]")
+        sync_api.expect(card.locator(".progress")).to_have_text("0/24 episodes", timeout=WAIT_MS)
 
-            for _ in range(3):
-                _finish_one_task(client, "gpu-worker-0")
-            client.claim("gpu-worker-0", ["synthetic"])
-            sync_api.expect(card.locator(".progress")).to_have_text("9/24 episodes", timeout=WAIT_MS)
-            sync_api.expect(card.locator("table.success")).to_contain_text("open_drawer", timeout=WAIT_MS)
-            sync_api.expect(card.locator("table.success th")).to_have_text(["task", "clean", "randomized"])
-            # 2 of 3 with its 95% Wilson interval (scipy's binomtest(2, 3): [0.2077, 0.9385]).
-            sync_api.expect(card.locator("table.success")).to_contain_text("2/3 66.7% [20.8, 93.9]")
+        for _ in range(3):
+            _finish_one_task(client, "gpu-worker-0")
+        client.claim("gpu-worker-0", ["synthetic"])
+        sync_api.expect(card.locator(".progress")).to_have_text("9/24 episodes", timeout=WAIT_MS)
+        sync_api.expect(card.locator("table.success")).to_contain_text("open_drawer", timeout=WAIT_MS)
+        sync_api.expect(card.locator("table.success th")).to_have_text(["task", "clean", "randomized"])
+        # 2 of 3 with its 95% Wilson interval (scipy's binomtest(2, 3): [0.2077, 0.9385]).
+        sync_api.expect(card.locator("table.success")).to_contain_text("2/3 66.7% [20.8, 93.9]")
 
-            card.locator("button[data-op=cancel]").click()
-            sync_api.expect(page.locator("#message")).to_have_text("cancel: changed 5 tasks", timeout=WAIT_MS)
-            sync_api.expect(card.locator(".counts")).to_contain_text("5 cancelled", timeout=WAIT_MS)
-            assert client.status("browser").submissions[0].tasks.cancelled == 5
-            assert client.heartbeat(client.task("browser-00003").task, "gpu-worker-0").cancelled
+        card.locator("button[data-op=cancel]").click()
+        sync_api.expect(page.locator("#message")).to_have_text("cancel: changed 5 tasks", timeout=WAIT_MS)
+        sync_api.expect(card.locator(".counts")).to_contain_text("5 cancelled", timeout=WAIT_MS)
+        assert client.status("browser").submissions[0].tasks.cancelled == 5
+        assert client.heartbeat(client.task("browser-00003").task, "gpu-worker-0").cancelled
 
-            card.locator("button[data-op=requeue]").click()
-            sync_api.expect(page.locator("#message")).to_have_text("requeue: changed 5 tasks", timeout=WAIT_MS)
-            sync_api.expect(card.locator(".counts")).to_contain_text("5 pending", timeout=WAIT_MS)
+        card.locator("button[data-op=requeue]").click()
+        sync_api.expect(page.locator("#message")).to_have_text("requeue: changed 5 tasks", timeout=WAIT_MS)
+        sync_api.expect(card.locator(".counts")).to_contain_text("5 pending", timeout=WAIT_MS)
 
-            card.locator("input.priority").fill("")
-            card.locator("button[data-op=priority]").click()
-            sync_api.expect(page.locator("#message")).to_have_text(
-                "priority refused: priority: must be an integer", timeout=WAIT_MS
-            )
-            card.locator("input.priority").fill("7")
-            card.locator("button[data-op=priority]").click()
-            sync_api.expect(page.locator("#message")).to_have_text("priority: changed 5 tasks", timeout=WAIT_MS)
-            assert {t.priority for t in client.tasks(selector(submission_id="browser", states=["pending"])).tasks} == {
-                7
-            }
+        card.locator("input.priority").fill("")
+        card.locator("button[data-op=priority]").click()
+        sync_api.expect(page.locator("#message")).to_have_text(
+            "priority refused: priority: must be an integer", timeout=WAIT_MS
+        )
+        card.locator("input.priority").fill("7")
+        card.locator("button[data-op=priority]").click()
+        sync_api.expect(page.locator("#message")).to_have_text("priority: changed 5 tasks", timeout=WAIT_MS)
+        assert {t.priority for t in client.tasks(selector(submission_id="browser", states=["pending"])).tasks} == {7}
 
-            finisher = threading.Thread(target=_finish_one_task, args=(client, "gpu-worker-0"))
-            finisher.start()
-            finisher.join(30)
-            sync_api.expect(card.locator(".progress")).to_have_text("12/24 episodes", timeout=WAIT_MS)
-            page.screenshot(path=str(tmp_path / "dashboard-submissions.png"), full_page=True)
+        finisher = threading.Thread(target=_finish_one_task, args=(client, "gpu-worker-0"))
+        finisher.start()
+        finisher.join(30)
+        sync_api.expect(card.locator(".progress")).to_have_text("12/24 episodes", timeout=WAIT_MS)
+        page.screenshot(path=str(tmp_path / "dashboard-submissions.png"), full_page=True)
 
-            page.click("a[data-view=tasks]")
-            page.select_option("#filters select[name=state]", "succeeded")
-            sync_api.expect(page.locator("tr.task")).to_have_count(4, timeout=WAIT_MS)
-            page.screenshot(path=str(tmp_path / "dashboard-tasks.png"), full_page=True)
-            page.click("a[href='#/task/browser-00003']")
-            attempts = page.locator("#attempts tr.attempt")
-            sync_api.expect(attempts).to_have_count(2, timeout=WAIT_MS)
-            sync_api.expect(attempts.nth(0)).to_contain_text("cancelled")
-            sync_api.expect(attempts.nth(1)).to_contain_text("succeeded")
-            sync_api.expect(page.locator("#episodes tr")).to_have_count(4)
-            page.screenshot(path=str(tmp_path / "dashboard-task.png"), full_page=True)
+        page.click("a[data-view=tasks]")
+        page.select_option("#filters select[name=state]", "succeeded")
+        sync_api.expect(page.locator("tr.task")).to_have_count(4, timeout=WAIT_MS)
+        page.screenshot(path=str(tmp_path / "dashboard-tasks.png"), full_page=True)
+        page.click("a[href='#/task/browser-00003']")
+        attempts = page.locator("#attempts tr.attempt")
+        sync_api.expect(attempts).to_have_count(2, timeout=WAIT_MS)
+        sync_api.expect(attempts.nth(0)).to_contain_text("cancelled")
+        sync_api.expect(attempts.nth(1)).to_contain_text("succeeded")
+        sync_api.expect(page.locator("#episodes tr")).to_have_count(4)
+        page.screenshot(path=str(tmp_path / "dashboard-task.png"), full_page=True)
 
-            page.click("a[data-view=workers]")
-            sync_api.expect(page.locator("tr.worker")).to_contain_text(["GPU-1234"], timeout=WAIT_MS)
-            page.screenshot(path=str(tmp_path / "dashboard-workers.png"), full_page=True)
-            assert errors == [], errors
-        finally:
-            browser.close()
+        page.click("a[data-view=workers]")
+        sync_api.expect(page.locator("tr.worker")).to_contain_text(["GPU-1234"], timeout=WAIT_MS)
+        page.screenshot(path=str(tmp_path / "dashboard-workers.png"), full_page=True)
 
 
 def _video(path: Path, frames: int) -> None:
@@ -153,31 +162,20 @@ def test_the_episode_view_plays_the_episode_s_video(start_scheduler, tmp_path):
     client.report_episode(lease, 1, True, steps=7, wall_seconds=0.5)
     client.complete(lease)
 
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1280, "height": 900})
-            errors: list[str] = []
-            page.on("pageerror", lambda error: errors.append(str(error)))
-            page.goto(f"{url}#/task/{lease.task_id}")
-            failed = page.locator("#episodes tr.episode[data-episode='0']")
-            sync_api.expect(failed).to_contain_text("task not solved in 20 steps", timeout=WAIT_MS)
-            sync_api.expect(failed.locator("td").nth(5)).to_have_text("1")  # the attempt that scored it
-            solved = page.locator("#episodes tr.episode[data-episode='1']")
-            sync_api.expect(solved.locator("td").nth(1)).to_have_text("yes")
-            assert solved.locator("video").count() == 0
-            video = failed.locator("video")
-            sync_api.expect(video).to_have_attribute("src", "/api/artifacts/" + _sha256(client, lease.task_id))
-            # The browser fetched the artifact and decoded its header: 30 frames at 10 fps.
-            page.wait_for_function(
-                "v => v.readyState >= 1 && v.duration > 0", arg=video.element_handle(), timeout=WAIT_MS
-            )
-            duration = video.evaluate("v => v.duration")
-            assert duration == pytest.approx(3.0, abs=0.2), duration
-            page.screenshot(path=str(tmp_path / "dashboard-episode-video.png"), full_page=True)
-            assert errors == [], errors
-        finally:
-            browser.close()
+    with _dashboard_page(f"{url}#/task/{lease.task_id}") as page:
+        failed = page.locator("#episodes tr.episode[data-episode='0']")
+        sync_api.expect(failed).to_contain_text("task not solved in 20 steps", timeout=WAIT_MS)
+        sync_api.expect(failed.locator("td").nth(5)).to_have_text("1")  # the attempt that scored it
+        solved = page.locator("#episodes tr.episode[data-episode='1']")
+        sync_api.expect(solved.locator("td").nth(1)).to_have_text("yes")
+        assert solved.locator("video").count() == 0
+        video = failed.locator("video")
+        sync_api.expect(video).to_have_attribute("src", "/api/artifacts/" + _sha256(client, lease.task_id))
+        # The browser fetched the artifact and decoded its header: 30 frames at 10 fps.
+        page.wait_for_function("v => v.readyState >= 1 && v.duration > 0", arg=video.element_handle(), timeout=WAIT_MS)
+        duration = video.evaluate("v => v.duration")
+        assert duration == pytest.approx(3.0, abs=0.2), duration
+        page.screenshot(path=str(tmp_path / "dashboard-episode-video.png"), full_page=True)
 
 
 def _sha256(client: SchedulerClient, task_id: str) -> str:
@@ -253,24 +251,15 @@ def test_the_success_chart_shows_every_task_x_setting_at_robotwin_and_libero_sca
     long_names = [f"{name}_variant_{i // len(LIBERO_10_TASKS)}" for i, name in enumerate(LIBERO_10_TASKS * 5)]
     long = _run_submission(client, "long", long_names, ROBOTWIN_SETTINGS)
 
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1280, "height": 900})
-            errors: list[str] = []
-            page.on("pageerror", lambda error: errors.append(str(error)))
-            page.goto(url)
-            for submission_id, names, settings, wins in (
-                ("robotwin", ROBOTWIN_TASKS, ROBOTWIN_SETTINGS, robotwin),
-                ("libero", LIBERO_10_TASKS, ["libero_10"], libero),
-                ("long", long_names, ROBOTWIN_SETTINGS, long),
-            ):
-                card = page.locator(f".submission[data-submission={submission_id}]")
-                _assert_chart(page, card, names, settings, wins)
-                overall = card.locator("table.chart tr.chart-overall-bar")
-                totals = [f"{sum(k for (_, s), k in wins.items() if s == at)}/{4 * len(names)}" for at in settings]
-                sync_api.expect(overall.locator(".chart-count")).to_have_text(totals)
-                card.locator("table.chart").screenshot(path=str(tmp_path / f"dashboard-chart-{submission_id}.png"))
-            assert errors == [], errors
-        finally:
-            browser.close()
+    with _dashboard_page(url) as page:
+        for submission_id, names, settings, wins in (
+            ("robotwin", ROBOTWIN_TASKS, ROBOTWIN_SETTINGS, robotwin),
+            ("libero", LIBERO_10_TASKS, ["libero_10"], libero),
+            ("long", long_names, ROBOTWIN_SETTINGS, long),
+        ):
+            card = page.locator(f".submission[data-submission={submission_id}]")
+            _assert_chart(page, card, names, settings, wins)
+            overall = card.locator("table.chart tr.chart-overall-bar")
+            totals = [f"{sum(k for (_, s), k in wins.items() if s == at)}/{4 * len(names)}" for at in settings]
+            sync_api.expect(overall.locator(".chart-count")).to_have_text(totals)
+            card.locator("table.chart").screenshot(path=str(tmp_path / f"dashboard-chart-{submission_id}.png"))
