@@ -100,7 +100,8 @@ class PolicyEndpoints:
         except PolicyError as exc:
             with self._lock:
                 if endpoint.reachable or not endpoint.probed:
-                    log.warning("policy server %s unreachable: %s", address, exc)
+                    # Down, or answering what no evalfleet server would (an identity that is not its hash).
+                    log.warning("policy server %s not usable: %s", address, exc)
                 endpoint.reachable, endpoint.probed, endpoint.digest = False, True, ""
                 self._background.pop(address, None)
             return

@@ -3,7 +3,10 @@
 It forwards every ``evalfleet.v1.Scheduler`` call as raw bytes to the real scheduler, with the
 status, details and trailing metadata of a refusal (the worker types errors by them), and holds
 ``UploadArtifact`` calls while told to: a test can keep an upload pending for exactly as long as it
-needs, which a real link does only by chance. Nothing is decoded or changed on the way.
+needs, which a real link does only by chance. Told to, it also refuses ``Complete`` calls that
+claim, as a scheduler refuses a claim field it cannot take (the scheduler's own error class, so the
+same status and trailers), which no well-behaved worker can provoke from a real scheduler. Nothing
+else is decoded or changed on the way.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from typing import Any
 
 import grpc
 
+from evalfleet.scheduler_api.errors import InvalidArgument
 from evalfleet.v1 import scheduler_pb2
 
 SCHEDULER = scheduler_pb2.DESCRIPTOR.services_by_name["Scheduler"]
@@ -29,6 +33,9 @@ class HoldingProxy(grpc.GenericRpcHandler):
         self._open.set()
         self.upload_arrived = threading.Event()
         self.uploads_forwarded = 0
+        self._claims_to_refuse = 0
+        self.claiming_completes_refused = 0
+        self._lock = threading.Lock()
         self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=16))
         self._server.add_generic_rpc_handlers((self,))
         self.address = f"127.0.0.1:{self._server.add_insecure_port('127.0.0.1:0')}"
@@ -52,6 +59,24 @@ class HoldingProxy(grpc.GenericRpcHandler):
     def release_uploads(self) -> None:
         self._open.set()
 
+    def refuse_claiming_completes(self, count: int) -> None:
+        """The next ``count`` Complete calls that carry ``claim_next`` are refused with
+        INVALID_ARGUMENT on ``claim_next.checkpoints[0]``, unforwarded."""
+        with self._lock:
+            self._claims_to_refuse = count
+
+    def _refuses(self, method: str, request: bytes) -> bool:
+        if not method.endswith("/Complete") or not scheduler_pb2.CompleteRequest.FromString(request).HasField(
+            "claim_next"
+        ):
+            return False
+        with self._lock:
+            if self._claims_to_refuse == 0:
+                return False
+            self._claims_to_refuse -= 1
+            self.claiming_completes_refused += 1
+            return True
+
     def service(self, handler_call_details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler | None:
         method: str = handler_call_details.method
         described = SCHEDULER.methods_by_name.get(method.rsplit("/", 1)[-1])
@@ -67,6 +92,12 @@ class HoldingProxy(grpc.GenericRpcHandler):
         call = self._channel.unary_unary(method)
 
         def forward(request: bytes, context: grpc.ServicerContext) -> bytes:
+            if self._refuses(method, request):
+                refusal = InvalidArgument(
+                    "must be at most 256 characters without spaces", field="claim_next.checkpoints[0]"
+                )
+                context.set_trailing_metadata(refusal.trailing_metadata())
+                context.abort(refusal.code, str(refusal))
             return _relayed(context, lambda: call(request, **_call_options(context)))
 
         return forward

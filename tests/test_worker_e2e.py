@@ -8,15 +8,19 @@ import signal
 import sqlite3
 import subprocess
 import sys
+from concurrent import futures
 from pathlib import Path
 
+import grpc
 import pytest
 from procs import WORKER_LINE, ServiceProcess, cli, free_port, policy_steps_logged, wait_until, worker_argv
 
 from benchmarks.synthetic.adapter import SyntheticBenchmark
 from benchmarks.synthetic.manifest import build_synthetic
 from evalfleet.policy_api.client import PolicyClient
+from evalfleet.policy_api.errors import ProtocolViolation
 from evalfleet.scheduler_api.client import SchedulerClient, selector
+from evalfleet.v1 import policy_pb2, policy_pb2_grpc
 from evalfleet.v1 import scheduler_pb2 as pb
 from inference_server.checkpoint import seal
 from manifests.format import build, write
@@ -168,6 +172,57 @@ def test_worker_serving_another_identity_claims_nothing(scheduler, start_policy,
 
     start_worker(scheduler.address, [wrong.address, right.address], worker_id="matched")
     wait_until(lambda: client.status("ident").tasks.succeeded == 1, 60, "the matching worker ran it")
+
+
+class ForgedIdentityDouble(policy_pb2_grpc.PolicyServicer):
+    """A double of a policy server that no evalfleet server can be: it answers GetIdentity with a
+    real server's record but a digest that is not that record's hash (one the scheduler would
+    refuse in a claim, too), and serves nothing else."""
+
+    def __init__(self, real: policy_pb2.GetIdentityResponse) -> None:
+        self.response = policy_pb2.GetIdentityResponse()
+        self.response.CopyFrom(real)
+        self.response.digest = "forged digest"
+        self.response.instance_id = "forged"
+        self.answers = 0
+
+    def GetIdentity(self, request, context):
+        self.answers += 1
+        return self.response
+
+
+def test_a_policy_server_whose_identity_is_not_its_hash_is_left_out(scheduler, start_policy, start_worker):
+    """The worker lists only identities it verified: a server reporting a digest its record does not
+    hash to serves nothing, and the worker goes on with its other servers (it used to send that
+    digest in its claims, have them refused, and exit)."""
+    client = scheduler.client()
+    policy = start_policy("syn")
+    with PolicyClient(policy.address) as real:
+        double = ForgedIdentityDouble(real.identity())
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    policy_pb2_grpc.add_PolicyServicer_to_server(double, server)
+    forged = f"127.0.0.1:{server.add_insecure_port('127.0.0.1:0')}"
+    server.start()
+    try:
+        with PolicyClient(forged) as probe, pytest.raises(ProtocolViolation) as refused:
+            probe.identity()
+        assert refused.value.field == "digest" and "'forged digest'" in refused.value.message
+        client.submit(
+            [build_synthetic(2, seed=3, mean_seconds=0.1)],
+            "synthetic",
+            submission_id="forged",
+            checkpoint=_digest(policy.address),
+        )
+        worker = start_worker(scheduler.address, [forged, policy.address], worker_id="verifying")
+        wait_until(lambda: client.status("forged").tasks.succeeded == 1, 60, "the task done on the real server")
+        wait_until(lambda: double.answers >= 2, 60, "the forged server asked again before the next claim")
+        assert worker.running
+        assert (
+            f"policy server {forged} not usable: INVALID_ARGUMENT PROTOCOL_VIOLATION [digest]"
+            in worker.log_path.read_text()
+        )
+    finally:
+        server.stop(grace=None)
 
 
 def test_unknown_gpu_uuid_is_refused():

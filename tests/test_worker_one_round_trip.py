@@ -6,21 +6,17 @@ from __future__ import annotations
 
 import signal
 import sqlite3
-import threading
 import urllib.request
-from collections.abc import Iterator
-from concurrent import futures
 
-import grpc
 import pytest
 from procs import free_port, policy_steps_logged, wait_until
 from prometheus_client.parser import text_string_to_metric_families
+from scheduler_proxy import HoldingProxy
 
 from benchmarks.synthetic.manifest import build_synthetic
 from evalfleet.policy_api.client import PolicyClient
 from evalfleet.scheduler_api.client import claim_request, episode_result, selector
 from evalfleet.scheduler_api.errors import StaleLease
-from evalfleet.v1 import policy_pb2, policy_pb2_grpc
 from evalfleet.v1 import scheduler_pb2 as pb
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
@@ -150,64 +146,31 @@ def test_a_combined_call_sent_again_after_its_answer_was_lost_changes_nothing(sc
     assert rows(scheduler.db, "SELECT task_id, steps, trace_digest FROM episode_results") == [("resent-00000", 3, "d0")]
 
 
-class RefusedDigestDouble(policy_pb2_grpc.PolicyServicer):
-    """A double of an inference server that only answers GetIdentity: a well-formed digest that
-    nothing serves, except on the answers numbered in ``refused_on``, which carry a digest with
-    spaces, refused by the scheduler in any claim that lists it (``claim_next.checkpoints[i]``). It
-    serves no session: no task names its digests."""
-
-    def __init__(self, refused_on: tuple[int, ...]) -> None:
-        self.refused_on = refused_on
-        self.answers = 0
-        self._lock = threading.Lock()
-
-    def GetIdentity(self, request, context):
-        with self._lock:
-            self.answers += 1
-            refused = self.answers in self.refused_on
-        return policy_pb2.GetIdentityResponse(
-            identity=policy_pb2.IdentityRecord(epoch="double", backend="double", action_dim=7, chunk_length=4),
-            digest="not a digest" if refused else "d" * 64,
-            instance_id="double",
-        )
-
-
-@pytest.fixture
-def refused_digest_double() -> Iterator[tuple[RefusedDigestDouble, str]]:
-    double = RefusedDigestDouble(refused_on=(2, 3))
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
-    policy_pb2_grpc.add_PolicyServicer_to_server(double, server)
-    port = server.add_insecure_port("127.0.0.1:0")
-    server.start()
-    yield double, f"127.0.0.1:{port}"
-    server.stop(grace=None)
-
-
 def test_after_a_refused_complete_the_result_goes_alone_and_complete_again_without_a_claim(
-    start_scheduler, start_policy, start_worker, refused_digest_double
+    start_scheduler, start_policy, start_worker
 ):
-    """The scheduler refuses the Complete whose claim lists a digest it cannot take (INVALID_ARGUMENT,
-    nothing stored): the worker reports the task's last result alone, then completes the task
-    without a claim, which is accepted. The task succeeds in its one attempt, each result once."""
-    double, double_address = refused_digest_double
+    """A scheduler refuses the Complete whose claim it cannot take (INVALID_ARGUMENT on a claim
+    field, nothing stored; the proxy between worker and scheduler plays that scheduler, since a
+    worker only lists verified identities): the worker reports the task's last result alone, then
+    completes the task without a claim, which is accepted. The task succeeds in its one attempt,
+    each result once."""
     http_port = free_port()
     scheduler = start_scheduler("--lease-seconds", "30", "--http-port", str(http_port))
     client = scheduler.client()
     policy = start_policy("syn")
     manifest = build_synthetic(2, seed=25, mean_seconds=0.3, sigma=0.01)
     client.submit([manifest], "synthetic", batch_size=2, submission_id="refused", checkpoint=digest(policy.address))
-    # One slot, one task of two episodes: the double answers once for the first claim; its second
-    # and third answers, the refused digest, are what the worker knows when it sends the task's
-    # Complete, and when it sends it again after the refusal (without a claim, so accepted).
-    worker = start_worker(scheduler.address, [policy.address, double_address], *NO_POLL, worker_id="w")
-
-    wait_until(lambda: client.status("refused").tasks.succeeded == 1, 120, "the task done")
-    assert double.answers >= 3, "the double answered the claim, the refused Complete and the one after it"
+    with HoldingProxy(scheduler.address) as proxy:
+        proxy.refuse_claiming_completes(1)
+        # One slot, one task of two episodes: the task's Complete carries a claim, and is refused.
+        worker = start_worker(proxy.address, [policy.address], *NO_POLL, worker_id="w")
+        wait_until(lambda: client.status("refused").tasks.succeeded == 1, 120, "the task done")
+        assert proxy.claiming_completes_refused == 1
     log = worker.log_path.read_text()
-    assert "Complete refused, reporting its last result alone: claim_next.checkpoints[" in log
+    assert "Complete refused, reporting its last result alone: claim_next.checkpoints[0]" in log
     samples = metrics(http_port)
-    # Complete twice (refused, then without a claim); both results reported alone, each stored once.
-    assert (requests(samples, "Complete"), requests(samples, "ReportEpisode")) == (2, 2)
+    # The refused Complete never reached the scheduler; then both results alone, and Complete once.
+    assert (requests(samples, "Complete"), requests(samples, "ReportEpisode")) == (1, 2)
     assert samples[("evalfleet_scheduler_episodes_total", ())] == 2
     assert rows(scheduler.db, "SELECT outcome FROM attempts") == [("succeeded",)]
     stored = rows(scheduler.db, "SELECT episode_index, success, fencing_token FROM episode_results ORDER BY 1")

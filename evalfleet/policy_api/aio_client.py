@@ -24,7 +24,13 @@ from evalfleet.allocator import keep_large_buffers
 from evalfleet.auth import bearer_metadata
 from evalfleet.channels import channel_options, open_aio_channel
 from evalfleet.policy_api import tensors
-from evalfleet.policy_api.client import DEFAULT_MAX_MESSAGE_BYTES, open_request, pin_instance, resume_request
+from evalfleet.policy_api.client import (
+    DEFAULT_MAX_MESSAGE_BYTES,
+    open_request,
+    pin_instance,
+    resume_request,
+    verified_identity,
+)
 from evalfleet.policy_api.errors import PolicyError, PolicyUnavailable, ProtocolViolation, from_proto, from_rpc_error
 from evalfleet.v1 import policy_pb2, policy_pb2_grpc
 
@@ -77,7 +83,7 @@ class AsyncPolicyClient:
         except grpc.aio.AioRpcError as error:
             raise self.rpc_error(error) from None
         self.check_instance(response.instance_id)
-        return response
+        return verified_identity(self.address, response)
 
     async def wait_until_serving(self, timeout_s: float) -> None:
         stub = health_pb2_grpc.HealthStub(self._channel)

@@ -41,6 +41,18 @@ from evalfleet.v1 import policy_pb2, policy_pb2_grpc
 DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 
 
+def verified_identity(address: str, response: policy_pb2.GetIdentityResponse) -> policy_pb2.GetIdentityResponse:
+    """``response`` if its digest is the hash of the record it carries; ProtocolViolation if not."""
+    recomputed = identity.digest(response.identity)
+    if response.digest != recomputed:
+        raise ProtocolViolation(
+            f"{address} reports identity {response.digest[:80]!r}, but the record it sends hashes to {recomputed}",
+            field="digest",
+            instance_id=response.instance_id,
+        )
+    return response
+
+
 def pin_instance(address: str, pinned: str | None, seen: str) -> str | None:
     """The instance id to keep pinned after a reply from `seen` (empty: a reply without one)."""
     if pinned is not None and seen and seen != pinned:
@@ -118,6 +130,9 @@ class PolicyClient:
         return typed
 
     def identity(self) -> policy_pb2.GetIdentityResponse:
+        """What the server serves. Its digest must be the hash of the record it sends: a digest is
+        pinned in submissions and results and filters claims, so one that is not an evalfleet identity
+        (a foreign or broken server) is refused here rather than carried to the scheduler."""
         try:
             response: policy_pb2.GetIdentityResponse = self._stub.GetIdentity(
                 policy_pb2.GetIdentityRequest(), metadata=self._metadata, timeout=self.timeout_s
@@ -125,7 +140,7 @@ class PolicyClient:
         except grpc.RpcError as error:
             raise self.rpc_error(error) from None
         self.check_instance(response.instance_id)
-        return response
+        return verified_identity(self.address, response)
 
     def wait_until_serving(self, timeout_s: float) -> None:
         """Blocks until the health service reports SERVING (the model is loaded and warmed)."""
