@@ -126,13 +126,19 @@ def _drive(
     log: TextIO | None,
     recorder: VideoRecorder,
 ) -> int:
-    """The policy/simulator loop. Returns the number of policy steps (chunks asked for)."""
+    """The policy/simulator loop. Returns the number of policy steps (chunks asked for).
+
+    Each step's log line carries ``act_ms``, how long the policy took to answer as this process saw
+    it (the round trip, the server's queue and model included), so a slow episode can be told apart
+    into policy time and simulator time."""
     step, executed, ran_steps = 0, 0, 0
     current: Observation | None = observation
     while current is not None and not episode.done:
         images, state = _for_policy(current, job)
         recorder.add(images, ran_steps)
+        asked = time.perf_counter()
         chunk = _checked_chunk(session.act(images, state, step=step, executed=executed), episode.action_dim, step)
+        act_ms = 1000.0 * (time.perf_counter() - asked)
         actions = chunk[: job.execute_steps or None]
         if job.video_every_step:
             ran = _every_step(episode, actions, job, recorder, ran_steps)
@@ -140,7 +146,7 @@ def _drive(
             ran = episode.execute(actions)
         current, executed = ran.observation, ran.executed
         ran_steps += executed
-        _write(log, event="step", step=step, executed=executed)
+        _write(log, event="step", step=step, executed=executed, act_ms=round(act_ms, 3))
         step += 1
     return step
 

@@ -15,7 +15,7 @@ import grpc
 import pytest
 from procs import WORKER_LINE, ServiceProcess, cli, free_port, policy_steps_logged, wait_until, worker_argv
 
-from benchmarks.synthetic.adapter import SyntheticBenchmark
+from benchmarks.synthetic.adapter import REFERENCE_POLICY_SETTINGS, SyntheticBenchmark
 from benchmarks.synthetic.manifest import build_synthetic
 from evalfleet.policy_api.client import PolicyClient
 from evalfleet.policy_api.errors import ProtocolViolation
@@ -223,6 +223,24 @@ def test_a_policy_server_whose_identity_is_not_its_hash_is_left_out(scheduler, s
         )
     finally:
         server.stop(grace=None)
+
+
+def test_the_episode_log_times_each_policy_answer(scheduler, start_policy, start_worker, tmp_path):
+    """Each step line of the episode log says how long the policy took to answer (``act_ms``): a
+    policy that costs 150 ms a call shows at least that on every step, so a slow episode can be
+    told apart into policy and simulator time."""
+    client = scheduler.client()
+    root = tmp_path / "checkpoints"
+    (root / "slow").mkdir(parents=True)
+    seal(root / "slow", "flat-cost", {**REFERENCE_POLICY_SETTINGS, "chunk_length": 4, "batch_ms": 150})
+    policy = start_policy("slow", root=root)
+    manifest = build_synthetic(1, seed=8, mean_seconds=0.1)
+    client.submit([manifest], "synthetic", submission_id="timed", checkpoint=_digest(policy.address))
+    start_worker(scheduler.address, [policy.address])
+    wait_until(lambda: client.status("timed").tasks.succeeded == 1, 60, "the episode done")
+    (log,) = (tmp_path / "episodes").rglob("episode-*.jsonl")
+    steps = [line for line in map(json.loads, log.read_text().splitlines()) if line["event"] == "step"]
+    assert steps and all(150.0 <= line["act_ms"] < 60_000 for line in steps), steps
 
 
 def test_unknown_gpu_uuid_is_refused():
