@@ -43,15 +43,25 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("MUJOCO_GL", "osmesa")
 
 import numpy as np
 
+from benchmarks.base import TraceDigest
 from benchmarks.libero.adapter import add_build_arguments, build_manifests
-from benchmarks.libero.manifest import WAIT_ACTION, episode_spec
-from benchmarks.libero.sim import CAMERAS, global_numpy_rng, make_env, observe, write_fixture_poses
+from benchmarks.libero.manifest import WAIT_ACTION, EpisodeSpec, episode_spec
+from benchmarks.libero.sim import (
+    CAMERAS,
+    add_scene,
+    add_state,
+    global_numpy_rng,
+    make_env,
+    observe,
+    write_fixture_poses,
+)
 from evalfleet.local_fleet import WORKER_LINE, LocalFleet, cpu_worker_argv, policy_argv, scheduler_argv
 from evalfleet.policy_api.client import PolicyClient
 from evalfleet.scheduler_api.client import SchedulerClient
@@ -128,13 +138,7 @@ def _raw_process(manifests: list[Manifest], out: multiprocessing.connection.Conn
         env = make_env(spec0.task, spec0.protocol.camera_height, spec0.protocol.camera_width)
         for index in range(len(manifest)):
             spec = episode_spec(manifest, index)
-            with global_numpy_rng(spec.protocol.seed):
-                env.reset()
-            write_fixture_poses(env, spec.fixture_poses, "fixture_poses")
-            raw = env.set_init_state(spec.init_state)
-            for _ in range(spec.protocol.num_steps_wait):
-                raw = env.step(np.array(WAIT_ACTION))[0]
-            observation = observe(env, raw)
+            observation = observe(env, reset_trial(env, spec))
             loop_started = time.monotonic()
             for step in range(spec.protocol.max_steps):
                 if step % CHUNK == 0:
@@ -148,6 +152,24 @@ def _raw_process(manifests: list[Manifest], out: multiprocessing.connection.Conn
             del observation
         env.close()
     out.send((time.monotonic() - started, loop_s, steps, _peak_rss_mib(os.getpid()), _cpu_seconds(os.getpid())))
+
+
+def reset_trial(env: Any, spec: EpisodeSpec, trace: TraceDigest | None = None) -> dict[str, Any]:
+    """A trial as harnesses reset it (LIBERO's hard reset, the manifest's fixture poses and initial
+    state, the wait steps); returns the last raw observation. With ``trace``, adds to it what the
+    adapter's trace digest holds up to the first policy step (the scene, then every state)."""
+    with global_numpy_rng(spec.protocol.seed):
+        env.reset()
+    write_fixture_poses(env, spec.fixture_poses, "fixture_poses")
+    raw: dict[str, Any] = env.set_init_state(spec.init_state)
+    if trace is not None:
+        add_scene(trace, env)
+        add_state(trace, env)
+    for _ in range(spec.protocol.num_steps_wait):
+        raw = env.step(np.array(WAIT_ACTION))[0]
+        if trace is not None:
+            add_state(trace, env)
+    return raw
 
 
 def run_raw(manifests: list[Manifest]) -> Row:

@@ -53,19 +53,26 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 os.environ.setdefault("MUJOCO_GL", "osmesa")
 
 import numpy as np
-from bench_libero import CAMERA_SIZE, CHUNK, EPOCH, SEED, _cpu_seconds, _episode_processes, seeded_random_checkpoint
+from bench_libero import (
+    CAMERA_SIZE,
+    CHUNK,
+    EPOCH,
+    SEED,
+    _cpu_seconds,
+    _episode_processes,
+    _wait_settled,
+    reset_trial,
+    seeded_random_checkpoint,
+)
 
 from benchmarks.base import TraceDigest
 from benchmarks.libero.adapter import add_build_arguments, build_manifests
-from benchmarks.libero.manifest import WAIT_ACTION, episode_spec
+from benchmarks.libero.manifest import episode_spec
 from benchmarks.libero.sim import (
     CAMERAS,
-    add_scene,
     add_state,
-    global_numpy_rng,
     make_env,
     observe,
-    write_fixture_poses,
 )
 from evalfleet.local_fleet import WORKER_LINE, LocalFleet, cpu_worker_argv, policy_argv, scheduler_argv
 from evalfleet.policy_api.client import PolicyClient
@@ -155,17 +162,8 @@ def _raw_process(requests: multiprocessing.connection.Connection) -> None:
         spec = episode_spec(manifest_format.parse(body), 0)
         if env is None:
             env = make_env(spec.task, spec.protocol.camera_height, spec.protocol.camera_width)
-        with global_numpy_rng(spec.protocol.seed):
-            env.reset()
-        write_fixture_poses(env, spec.fixture_poses, "fixture_poses")
-        raw = env.set_init_state(spec.init_state)
         trace = TraceDigest()
-        add_scene(trace, env)
-        add_state(trace, env)
-        for _ in range(spec.protocol.num_steps_wait):
-            raw = env.step(np.array(WAIT_ACTION))[0]
-            add_state(trace, env)
-        observation = observe(env, raw)
+        observation = observe(env, reset_trial(env, spec, trace))
         started, steps = time.monotonic(), 0
         for step in range(spec.protocol.max_steps):
             action = seeded_random_chunk(SEED, spec.episode_id, step, CHUNK, 7, 1.0)[0]
@@ -203,7 +201,7 @@ class Fleet:
         cpu_before = {pid: _cpu_seconds(pid) for pid in pids}
         seen = set(self.output.rglob("episode-*.jsonl"))
         client.submit([manifest.hash], "libero", batch_size=1, submission_id=submission_id, checkpoint=self.digest)
-        _wait_done(client, submission_id)
+        _wait_settled(client, submission_id, timeout=1800)
         # A new episode process (the first pair's) started after the clock: its CPU counts from 0.
         pids = [*pids, *(pid for pid in _episode_processes(self.worker.pid) if pid not in pids)]
         cpu = sum(_cpu_seconds(pid) - cpu_before.get(pid, 0.0) for pid in pids)
@@ -213,16 +211,6 @@ class Fleet:
         end = next(line for line in lines if line["event"] == "end")
         acts = tuple(line["act_ms"] for line in lines if line["event"] == "step")
         return Episode(end["steps"], end["t"] - start["t"], cpu, end["trace_digest"], acts)
-
-
-def _wait_done(client: SchedulerClient, submission_id: str, timeout: float = 1800.0) -> None:
-    deadline = time.monotonic() + timeout
-    while (counts := client.status(submission_id).tasks).succeeded < 1:
-        if counts.failed or counts.cancelled:
-            raise RuntimeError(f"{submission_id}: the episode's task failed")
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{submission_id}: not done after {timeout:.0f}s")
-        time.sleep(0.1)
 
 
 # report ------------------------------------------------------------------------------------------------
