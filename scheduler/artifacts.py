@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from evalfleet.scheduler_api.errors import InvalidArgument, ResourceExhausted
+from evalfleet.scheduler_api.limits import DEFAULT_MAX_ARTIFACT_BYTES, DEFAULT_MAX_ARTIFACTS_TOTAL_BYTES
 
 TMP = "tmp"
 OWNER_FILE = "STORE_ID"
@@ -204,5 +205,5 @@ def _fsync_dir(folder: Path) -> None:
 class ArtifactLimits:
     """What the store accepts: ``scheduler serve --max-artifact-bytes`` and ``--max-artifacts-total-bytes``."""
 
-    per_artifact_bytes: int = 512 * 1024**2
-    total_bytes: int = 64 * 1024**3
+    per_artifact_bytes: int = DEFAULT_MAX_ARTIFACT_BYTES
+    total_bytes: int = DEFAULT_MAX_ARTIFACTS_TOTAL_BYTES

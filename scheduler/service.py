@@ -23,7 +23,19 @@ import grpc
 from google.protobuf.message import DecodeError
 
 from evalfleet.scheduler_api.errors import InvalidArgument, NotFound, ResourceExhausted, SchedulerError
-from evalfleet.scheduler_api.limits import ARTIFACT_CHUNK_BYTES, MAX_MANIFEST_BYTES, MAX_TEXT_BYTES
+from evalfleet.scheduler_api.limits import (
+    ARTIFACT_CHUNK_BYTES,
+    DEFAULT_LIST_TASKS,
+    MAX_ATTEMPTS,
+    MAX_BATCH_EPISODES,
+    MAX_CHECKPOINT_CHARS,
+    MAX_LIST_TASKS,
+    MAX_MANIFEST_BYTES,
+    MAX_REMOTE_DIALECT_BYTES,
+    MAX_REMOTE_URL_BYTES,
+    MAX_SHORT_TEXT_BYTES,
+    MAX_TEXT_BYTES,
+)
 from evalfleet.scheduler_api.vocabulary import TASK_STATES
 from evalfleet.v1 import scheduler_pb2 as pb
 from evalfleet.v1 import scheduler_pb2_grpc as pb_grpc
@@ -35,8 +47,6 @@ from scheduler.readers import Readers
 from scheduler.store import artifacts, leases, queries
 from scheduler.store import operations as store_operations
 from scheduler.store.validation import (
-    MAX_ATTEMPTS,
-    MAX_BATCH_SIZE,
     check_artifact_kind,
     check_execute_steps,
     check_id,
@@ -50,7 +60,6 @@ from scheduler.writer import GroupCommitWriter
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-_CHECKPOINT_MAX = 256
 
 
 def _handler(method: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]:
@@ -95,20 +104,20 @@ def _text(value: str, field: str, limit: int = MAX_TEXT_BYTES) -> str:
 def _episode_result(result: pb.EpisodeResult, field: str) -> pb.EpisodeResult:
     if not math.isfinite(result.wall_seconds) or result.wall_seconds < 0:
         raise InvalidArgument("must be a finite number >= 0", field=f"{field}.wall_seconds")
-    _text(result.trace_digest, f"{field}.trace_digest", 256)
+    _text(result.trace_digest, f"{field}.trace_digest", MAX_SHORT_TEXT_BYTES)
     check_json_object(result.info_json, f"{field}.info_json")
     if result.HasField("execute_steps"):
         check_execute_steps(result.execute_steps, f"{field}.execute_steps")
     if result.HasField("remote"):
-        _text(result.remote.dialect, f"{field}.remote.dialect", 64)
-        _text(result.remote.url, f"{field}.remote.url", 1024)
-        _text(result.remote.handshake_sha256, f"{field}.remote.handshake_sha256", 256)
+        _text(result.remote.dialect, f"{field}.remote.dialect", MAX_REMOTE_DIALECT_BYTES)
+        _text(result.remote.url, f"{field}.remote.url", MAX_REMOTE_URL_BYTES)
+        _text(result.remote.handshake_sha256, f"{field}.remote.handshake_sha256", MAX_SHORT_TEXT_BYTES)
     return result
 
 
 def _checkpoint(value: str, field: str) -> str:
-    if len(value) > _CHECKPOINT_MAX or any(c.isspace() for c in value):
-        raise InvalidArgument(f"must be at most {_CHECKPOINT_MAX} characters without spaces", field=field)
+    if len(value) > MAX_CHECKPOINT_CHARS or any(c.isspace() for c in value):
+        raise InvalidArgument(f"must be at most {MAX_CHECKPOINT_CHARS} characters without spaces", field=field)
     return value
 
 
@@ -178,8 +187,8 @@ class SchedulerService(pb_grpc.SchedulerServicer):
             if not is_hash(manifest_hash):
                 raise InvalidArgument("must be 64 lowercase hex characters", field=f"manifest_hashes[{i}]")
         check_id(request.route, "route")
-        if not 1 <= request.batch_size <= MAX_BATCH_SIZE:
-            raise InvalidArgument(f"{request.batch_size} is outside [1, {MAX_BATCH_SIZE}]", field="batch_size")
+        if not 1 <= request.batch_size <= MAX_BATCH_EPISODES:
+            raise InvalidArgument(f"{request.batch_size} is outside [1, {MAX_BATCH_EPISODES}]", field="batch_size")
         if not 1 <= request.max_attempts <= MAX_ATTEMPTS:
             raise InvalidArgument(f"{request.max_attempts} is outside [1, {MAX_ATTEMPTS}]", field="max_attempts")
         check_priority(request.priority)
@@ -215,8 +224,8 @@ class SchedulerService(pb_grpc.SchedulerServicer):
         for i, route in enumerate(request.routes):
             check_id(route, f"routes[{i}]")
         versions = check_json_object(request.versions_json, "versions_json")
-        host = _text(request.host, "host", 256)
-        gpu_uuid = _text(request.gpu_uuid, "gpu_uuid", 256)
+        host = _text(request.host, "host", MAX_SHORT_TEXT_BYTES)
+        gpu_uuid = _text(request.gpu_uuid, "gpu_uuid", MAX_SHORT_TEXT_BYTES)
         now = time.time()
         await self._writer.run(
             lambda conn: leases.register_worker(
@@ -330,9 +339,9 @@ class SchedulerService(pb_grpc.SchedulerServicer):
 
     @_handler
     async def ListTasks(self, request: pb.ListTasksRequest, context: Any) -> pb.ListTasksResponse:
-        if request.limit > queries.MAX_LIST_LIMIT:
-            raise InvalidArgument(f"{request.limit} is above {queries.MAX_LIST_LIMIT}", field="limit")
-        limit = request.limit or queries.DEFAULT_LIST_LIMIT
+        if request.limit > MAX_LIST_TASKS:
+            raise InvalidArgument(f"{request.limit} is above {MAX_LIST_TASKS}", field="limit")
+        limit = request.limit or DEFAULT_LIST_TASKS
         return await self._readers.run(lambda conn: queries.list_tasks(conn, request.selector, limit))
 
     @_handler
@@ -344,7 +353,7 @@ class SchedulerService(pb_grpc.SchedulerServicer):
     async def GetTask(self, request: pb.GetTaskRequest, context: Any) -> pb.GetTaskResponse:
         if not request.task_id:
             raise InvalidArgument("is required", field="task_id")
-        _text(request.task_id, "task_id", 256)
+        _text(request.task_id, "task_id", MAX_SHORT_TEXT_BYTES)
         return await self._readers.run(lambda conn: queries.get_task(conn, request.task_id))
 
     # Operations: shared with the dashboard (scheduler.operations) -------------------------------

@@ -21,10 +21,6 @@ from evalfleet.v1 import scheduler_pb2 as pb
 from scheduler.store import artifacts
 from scheduler.store.leases import Lease
 
-# How many tasks one ListTasks (or the dashboard's task table) returns: by default, and at most.
-DEFAULT_LIST_LIMIT = 1_000
-MAX_LIST_LIMIT = 100_000
-
 
 def selection(conn: sqlite3.Connection, selector: pb.TaskSelector, *, require: bool) -> tuple[str, list[Any]]:
     """The WHERE clause (and its parameters) for the tasks ``selector`` names.

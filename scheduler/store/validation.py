@@ -11,13 +11,8 @@ import json
 import re
 
 from evalfleet.scheduler_api.errors import InvalidArgument
-from evalfleet.scheduler_api.limits import MAX_TEXT_BYTES
+from evalfleet.scheduler_api.limits import MAX_EXECUTE_STEPS, MAX_PRIORITY, MAX_TEXT_BYTES
 
-MAX_PRIORITY = 1_000_000
-MAX_BATCH_SIZE = 100_000
-MAX_ATTEMPTS = 100
-# Actions executed per policy chunk: a submission's override, or what a worker reports it ran.
-MAX_EXECUTE_STEPS = 100_000
 ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 WORKER_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@/-]{0,127}$")
 
