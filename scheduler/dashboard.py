@@ -41,7 +41,6 @@ from evalfleet.scheduler_api.limits import (
 )
 from evalfleet.scheduler_api.vocabulary import TASK_STATE_NAMES, TASK_STATES, failure_counts, rate_fields
 from evalfleet.v1 import scheduler_pb2 as pb
-from manifests.format import is_hash
 from scheduler import provenance, report
 from scheduler.artifacts import ArtifactStore
 from scheduler.dashboard_page import LOGIN_PAGE, PAGE
@@ -49,6 +48,7 @@ from scheduler.operations import Operations
 from scheduler.readers import Readers
 from scheduler.store import artifacts as artifact_rows
 from scheduler.store import queries
+from scheduler.validation import check_sha256
 from scheduler.wire_json import counts_dict, message_dict
 
 log = logging.getLogger(__name__)
@@ -155,8 +155,7 @@ class Dashboard:
 
     def artifact(self, sha256: str) -> tuple[sqlite3.Row, BinaryIO]:
         """A stored artifact's row (size, media type) and its open file; NotFound when absent."""
-        if not is_hash(sha256):
-            raise InvalidArgument("must be 64 lowercase hex characters (a sha256)", field="sha256")
+        check_sha256(sha256, "sha256")
         if self.artifacts is None:
             raise NotFound("this scheduler serves no artifacts", field="sha256")
         store = self.artifacts
