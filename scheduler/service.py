@@ -22,13 +22,13 @@ from typing import Any, TypeVar
 import grpc
 from google.protobuf.message import DecodeError
 
-from evalfleet.scheduler_api.errors import InvalidArgument, NotFound, ResourceExhausted, SchedulerError
+from evalfleet.scheduler_api.errors import InvalidArgument, NotFound, SchedulerError
 from evalfleet.scheduler_api.limits import ARTIFACT_CHUNK_BYTES
 from evalfleet.scheduler_api.vocabulary import TASK_STATES
 from evalfleet.v1 import scheduler_pb2 as pb
 from evalfleet.v1 import scheduler_pb2_grpc as pb_grpc
 from scheduler import validation
-from scheduler.artifacts import ArtifactLimits, ArtifactStore
+from scheduler.artifacts import ArtifactLimits, ArtifactStore, UploadQuota
 from scheduler.metrics import SchedulerMetrics
 from scheduler.operations import Operations
 from scheduler.readers import Readers
@@ -73,9 +73,7 @@ class SchedulerService(pb_grpc.SchedulerServicer):
         self._readers = readers
         self._operations = operations
         self._artifacts = artifact_store
-        self._artifact_limits = artifact_limits
-        # Bytes of uploads in flight, counted against the total limit before they are stored.
-        self._artifact_bytes_reserved = 0
+        self._upload_quota = UploadQuota(artifact_limits)
         # Renaming a file into the store and naming it in the database, or collecting files and
         # deleting them, happen one at a time: a file is never deleted under an upload naming it.
         self._artifact_files_lock = asyncio.Lock()
@@ -261,28 +259,8 @@ class SchedulerService(pb_grpc.SchedulerServicer):
         await self._readers.run(
             lambda conn: artifacts.check_upload(conn, upload.task_id, upload.fencing_token, upload.episode_index)
         )
-        limits = self._artifact_limits
-        if upload.size > limits.per_artifact_bytes:
-            raise ResourceExhausted(
-                f"{upload.size} bytes is above the limit per artifact, {limits.per_artifact_bytes} bytes"
-                " (scheduler serve --max-artifact-bytes)",
-                field="header.size_bytes",
-            )
-        # Reserved before the stored total is read, so that uploads arriving together cannot all pass.
-        self._artifact_bytes_reserved += upload.size
-        try:
-            stored = await self._readers.run(artifacts.stored_bytes)
-            if stored + self._artifact_bytes_reserved > limits.total_bytes:
-                raise ResourceExhausted(
-                    f"storing {upload.size} more bytes would pass the limit on all artifacts,"
-                    f" {limits.total_bytes} bytes ({stored} stored,"
-                    f" {self._artifact_bytes_reserved - upload.size} being uploaded;"
-                    " scheduler serve --max-artifacts-total-bytes, or free space with scheduler gc)",
-                    field="header.size_bytes",
-                )
+        async with self._upload_quota.reserve(upload.size, lambda: self._readers.run(artifacts.stored_bytes)):
             return await self._receive(upload, context)
-        finally:
-            self._artifact_bytes_reserved -= upload.size
 
     async def _receive(self, upload: artifacts.Upload, context: Any) -> pb.UploadArtifactResponse:
         """Receives the chunks into a temporary file, verifies it, then stores and names it."""
