@@ -141,9 +141,9 @@ class SchedulerService(pb_grpc.SchedulerServicer):
         started, now = time.perf_counter(), time.time()
         lease = await self._writer.run(lambda conn: claim(conn, now))
         self.metrics.claimed(started, lease is not None)
-        return pb.ClaimResponse(lease=queries.lease_message(lease)) if lease is not None else pb.ClaimResponse()
+        return pb.ClaimResponse(lease=lease)
 
-    def _claim(self, claim: validation.Claim) -> Callable[[sqlite3.Connection, float], leases.Lease | None]:
+    def _claim(self, claim: validation.Claim) -> Callable[[sqlite3.Connection, float], pb.Lease | None]:
         """A checked claim as a write (Claim, and Complete's claim_next)."""
         return lambda conn, now: leases.claim(
             conn, claim.worker_id, claim.routes, claim.checkpoints, self.lease_seconds, now
@@ -174,7 +174,7 @@ class SchedulerService(pb_grpc.SchedulerServicer):
         task_id, token = completion.task_id, completion.fencing_token
         claim = self._claim(completion.claim_next) if completion.claim_next is not None else None
 
-        def write(conn: sqlite3.Connection) -> tuple[int, leases.Lease | None]:
+        def write(conn: sqlite3.Connection) -> tuple[int, pb.Lease | None]:
             stored = sum(
                 not leases.report_episode(conn, task_id, token, episode, now, field=f"results[{i}]")
                 for i, episode in enumerate(completion.episodes)
@@ -187,7 +187,7 @@ class SchedulerService(pb_grpc.SchedulerServicer):
         self.metrics.episodes.inc(stored)
         if claim is not None:
             self.metrics.claimed(started, lease is not None)
-        return pb.CompleteResponse(next=queries.lease_message(lease)) if lease is not None else pb.CompleteResponse()
+        return pb.CompleteResponse(next=lease)
 
     @_handler
     async def Fail(self, request: pb.FailRequest, context: Any) -> pb.FailResponse:
