@@ -26,7 +26,7 @@ import numpy as np
 import numpy.typing as npt
 
 from evalfleet.policy_api.errors import BackendFailed, PolicyError
-from inference_server.backends import History, Observation
+from inference_server.backends.contract import History, Observation
 
 ActFn = Callable[[Sequence[Observation], Sequence[History]], npt.NDArray[np.float32]]
 

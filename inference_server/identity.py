@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from evalfleet.policy_api.identity import PROTOCOL_VERSION, canonical_json
 from evalfleet.policy_api.identity import digest as record_digest
 from evalfleet.v1 import policy_pb2
-from inference_server.backends import Backend, BackendError, RuntimeOptions, resolve
+from inference_server.backends import resolve
+from inference_server.backends.contract import Backend, BackendError, RuntimeOptions
 from inference_server.checkpoint import CONFIG_NAME, INDEX_NAME, NORMALIZATION_NAME, Checkpoint, CheckpointError
 
 EXECUTE_STEPS = "execute_steps"

@@ -2,28 +2,41 @@
 
 Per-step distributions (batch size each step ran in, queue delay, model time, whole step latency)
 are observed where a step is answered. Levels (sessions, attached streams, queue depth, steps and
-batches served) are read from the live service at scrape time, so they cost nothing per step.
+batches served) are read from the live service at scrape time, so they cost nothing per step; this
+module knows the service only as the ``Levels`` it reads, so the two do not import each other.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from collections.abc import Iterator, Sized
+from typing import TYPE_CHECKING, Protocol
 
 from prometheus_client import CollectorRegistry, Histogram, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 if TYPE_CHECKING:
-    from inference_server.batcher import StepResult
-    from inference_server.service import PolicyService
+    from inference_server.batcher import Batcher, StepResult
 
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 MS_BUCKETS = (0.5, 1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500)
 
 
+class Levels(Protocol):
+    """What the level collector reads from the Policy service at scrape time."""
+
+    @property
+    def sessions(self) -> Sized: ...
+
+    @property
+    def attached(self) -> int: ...
+
+    @property
+    def batcher(self) -> Batcher | None: ...
+
+
 class _LevelCollector(Collector):
-    def __init__(self, service: PolicyService) -> None:
+    def __init__(self, service: Levels) -> None:
         self._service = service
 
     def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
@@ -49,7 +62,7 @@ class _LevelCollector(Collector):
 class PolicyMetrics:
     """One registry per service, so several servers in one process (tests) do not collide."""
 
-    def __init__(self, service: PolicyService) -> None:
+    def __init__(self, service: Levels) -> None:
         self.registry = CollectorRegistry()
         self.batch_size = Histogram(
             "evalfleet_policy_step_batch_size",

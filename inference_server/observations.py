@@ -14,7 +14,7 @@ import numpy.typing as npt
 from evalfleet.policy_api.errors import InvalidField
 from evalfleet.policy_api.tensors import decode
 from evalfleet.v1 import policy_pb2
-from inference_server.backends import Observation
+from inference_server.backends.contract import Observation
 
 
 def _check_names(kind: str, got: Sequence[str], expected: Sequence[str]) -> None:

@@ -37,7 +37,7 @@ from evalfleet.policy_api.errors import (
 from evalfleet.v1 import policy_pb2, policy_pb2_grpc
 from evalfleet.wire import MalformedRequestInterceptor
 from inference_server import observations, sessions
-from inference_server.backends import Backend, EndsSessions
+from inference_server.backends.contract import Backend, EndsSessions
 from inference_server.batcher import Batcher
 from inference_server.metrics import PolicyMetrics
 

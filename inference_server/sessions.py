@@ -30,7 +30,7 @@ from evalfleet.policy_api.errors import (
     TooManySessions,
 )
 from evalfleet.v1 import policy_pb2
-from inference_server.backends import History, HistoryEntry, Observation
+from inference_server.backends.contract import History, HistoryEntry, Observation
 
 # How many ended sessions are remembered, so that a late message says "closed" or "evicted".
 ENDED_MEMORY = 4096

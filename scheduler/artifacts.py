@@ -5,7 +5,8 @@ Workers and the scheduler share no filesystem, so an episode's files travel over
 against the size and sha256 its upload declared, fsynced, and only then renamed to
 ``<root>/<sha256[:2]>/<sha256>``: a name in the store always holds the whole, verified file, and a
 refused or broken upload leaves nothing but a temporary file that is removed at once (or, after a
-crash, at the next start). Equal bytes are stored once. Which episode names which file is in the
+crash, at the next start). Equal bytes are stored once. What the store accepts is counted here
+too (``UploadQuota``), before an upload's first byte is received. Which episode names which file is in the
 database (``scheduler.store.artifacts``); the database row is written after the rename, so a crash
 between the two leaves an unnamed file, which ``sweep`` removes at start-up.
 """
@@ -17,12 +18,13 @@ import errno
 import hashlib
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
 from evalfleet.scheduler_api.errors import InvalidArgument, ResourceExhausted
+from evalfleet.scheduler_api.limits import DEFAULT_MAX_ARTIFACT_BYTES, DEFAULT_MAX_ARTIFACTS_TOTAL_BYTES
 
 TMP = "tmp"
 OWNER_FILE = "STORE_ID"
@@ -204,5 +206,46 @@ def _fsync_dir(folder: Path) -> None:
 class ArtifactLimits:
     """What the store accepts: ``scheduler serve --max-artifact-bytes`` and ``--max-artifacts-total-bytes``."""
 
-    per_artifact_bytes: int = 512 * 1024**2
-    total_bytes: int = 64 * 1024**3
+    per_artifact_bytes: int = DEFAULT_MAX_ARTIFACT_BYTES
+    total_bytes: int = DEFAULT_MAX_ARTIFACTS_TOTAL_BYTES
+
+
+class UploadQuota:
+    """Counts each upload's declared size against ``limits`` before any of its bytes is received.
+
+    Uploads in flight hold their bytes (``reserve``) until they are stored or refused, so uploads
+    arriving together cannot all pass a total that only one of them fits.
+    """
+
+    def __init__(self, limits: ArtifactLimits) -> None:
+        self.limits = limits
+        # Bytes of uploads in flight, counted against the total limit before they are stored.
+        self._reserved_bytes = 0
+
+    @contextlib.asynccontextmanager
+    async def reserve(self, size: int, stored_bytes: Callable[[], Awaitable[int]]) -> AsyncIterator[None]:
+        """Holds ``size`` bytes for the upload the block receives. Refused (``ResourceExhausted``)
+        past the limit per artifact, or when the bytes stored (``stored_bytes()``), those of the
+        uploads in flight and ``size`` together pass the limit on all artifacts."""
+        limits = self.limits
+        if size > limits.per_artifact_bytes:
+            raise ResourceExhausted(
+                f"{size} bytes is above the limit per artifact, {limits.per_artifact_bytes} bytes"
+                " (scheduler serve --max-artifact-bytes)",
+                field="header.size_bytes",
+            )
+        # Reserved before the stored total is read, so that uploads arriving together cannot all pass.
+        self._reserved_bytes += size
+        try:
+            stored = await stored_bytes()
+            if stored + self._reserved_bytes > limits.total_bytes:
+                raise ResourceExhausted(
+                    f"storing {size} more bytes would pass the limit on all artifacts,"
+                    f" {limits.total_bytes} bytes ({stored} stored,"
+                    f" {self._reserved_bytes - size} being uploaded;"
+                    " scheduler serve --max-artifacts-total-bytes, or free space with scheduler gc)",
+                    field="header.size_bytes",
+                )
+            yield
+        finally:
+            self._reserved_bytes -= size

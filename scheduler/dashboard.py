@@ -32,10 +32,15 @@ from typing import Any, BinaryIO
 from urllib.parse import parse_qs, urlsplit
 
 from evalfleet.scheduler_api.errors import InvalidArgument, NotFound, SchedulerError
-from evalfleet.scheduler_api.limits import ARTIFACT_CHUNK_BYTES
+from evalfleet.scheduler_api.limits import (
+    ARTIFACT_CHUNK_BYTES,
+    DEFAULT_LIST_TASKS,
+    MAX_DASHBOARD_BODY_BYTES,
+    MAX_LIST_TASKS,
+    MAX_PRIORITY,
+)
 from evalfleet.scheduler_api.vocabulary import TASK_STATE_NAMES, TASK_STATES, failure_counts, rate_fields
 from evalfleet.v1 import scheduler_pb2 as pb
-from manifests.format import is_hash
 from scheduler import provenance, report
 from scheduler.artifacts import ArtifactStore
 from scheduler.dashboard_page import LOGIN_PAGE, PAGE
@@ -43,15 +48,13 @@ from scheduler.operations import Operations
 from scheduler.readers import Readers
 from scheduler.store import artifacts as artifact_rows
 from scheduler.store import queries
-from scheduler.store.queries import DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT
-from scheduler.store.validation import MAX_PRIORITY
+from scheduler.validation import check_sha256
 from scheduler.wire_json import counts_dict, message_dict
 
 log = logging.getLogger(__name__)
 
 COOKIE = "evalfleet_token"
 ARTIFACT_ROUTE = "/api/artifacts/"
-MAX_BODY_BYTES = 64 * 1024
 WRITE_TIMEOUT_S = 30.0
 _SELECTOR_KEYS = {"submission_id", "task_ids", "route", "states"}
 _STATUS_OF_ERROR = {
@@ -136,7 +139,7 @@ class Dashboard:
         selector = selector_from({key: query[key] for key in ("submission_id", "route") if query.get(key)})
         if query.get("state"):
             selector.states.extend(_states([query["state"]]))
-        limit = _int(query.get("limit", str(DEFAULT_LIST_LIMIT)), "limit", 1, MAX_LIST_LIMIT)
+        limit = _int(query.get("limit", str(DEFAULT_LIST_TASKS)), "limit", 1, MAX_LIST_TASKS)
         response = self.readers.run_blocking(lambda conn: queries.list_tasks(conn, selector, limit))
         tasks = [message_dict(task) for task in response.tasks]
         if query.get("priority"):
@@ -152,8 +155,7 @@ class Dashboard:
 
     def artifact(self, sha256: str) -> tuple[sqlite3.Row, BinaryIO]:
         """A stored artifact's row (size, media type) and its open file; NotFound when absent."""
-        if not is_hash(sha256):
-            raise InvalidArgument("must be 64 lowercase hex characters (a sha256)", field="sha256")
+        check_sha256(sha256, "sha256")
         if self.artifacts is None:
             raise NotFound("this scheduler serves no artifacts", field="sha256")
         store = self.artifacts
@@ -394,8 +396,8 @@ class _Handler(BaseHTTPRequestHandler):
         if self.headers.get_content_type() != "application/json":
             raise InvalidArgument("must be application/json", field="Content-Type")
         length = int(self.headers.get("Content-Length") or 0)
-        if length > MAX_BODY_BYTES:
-            raise InvalidArgument(f"larger than {MAX_BODY_BYTES} bytes", field="body")
+        if length > MAX_DASHBOARD_BODY_BYTES:
+            raise InvalidArgument(f"larger than {MAX_DASHBOARD_BODY_BYTES} bytes", field="body")
         try:
             body = json.loads(self.rfile.read(length) or b"{}")
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
@@ -405,7 +407,7 @@ class _Handler(BaseHTTPRequestHandler):
         return body
 
     def _login(self) -> None:
-        length = min(int(self.headers.get("Content-Length") or 0), MAX_BODY_BYTES)
+        length = min(int(self.headers.get("Content-Length") or 0), MAX_DASHBOARD_BODY_BYTES)
         form = parse_qs(self.rfile.read(length).decode("utf-8", "replace"))
         token = form.get("token", [""])[-1]
         if self.dashboard.authorized(f"Bearer {token}", ""):

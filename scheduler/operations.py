@@ -13,7 +13,7 @@ import time
 
 from evalfleet.v1 import scheduler_pb2 as pb
 from scheduler.store import operations as store_operations
-from scheduler.store.validation import check_priority
+from scheduler.validation import check_priority
 from scheduler.writer import GroupCommitWriter
 
 

@@ -24,7 +24,7 @@ from grpc_reflection.v1alpha import reflection
 
 from evalfleet.auth import BearerTokenInterceptor
 from evalfleet.ports import bind, tls_credentials
-from evalfleet.scheduler_api.limits import MESSAGE_LIMIT
+from evalfleet.scheduler_api.limits import MAX_MESSAGE_BYTES
 from evalfleet.v1 import scheduler_pb2, scheduler_pb2_grpc
 from evalfleet.wire import MalformedRequestInterceptor
 from scheduler.artifacts import ArtifactLimits, ArtifactStore, default_root
@@ -82,8 +82,8 @@ class SchedulerServer:
         self.server = grpc.aio.server(
             interceptors=interceptors,
             options=[
-                ("grpc.max_receive_message_length", MESSAGE_LIMIT),
-                ("grpc.max_send_message_length", MESSAGE_LIMIT),
+                ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+                ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
                 # gRPC binds with SO_REUSEPORT by default: a second scheduler on the same port would
                 # start, and share the clients with this one over another database.
                 ("grpc.so_reuseport", 0),

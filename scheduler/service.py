@@ -1,7 +1,8 @@
-"""The `evalfleet.v1.Scheduler` gRPC service: request validation and mapping onto the store.
+"""The `evalfleet.v1.Scheduler` gRPC service: each RPC mapped onto the store.
 
-Handlers check every field before anything touches the database, so a bad request gets a status
-code and a message naming the field and changes nothing. Writes go through the group-commit writer;
+Each handler has its request checked first (``scheduler.validation``), before anything touches the
+database, so a bad request gets a status code and a message naming the field and changes nothing;
+then it hands the checked values to the store. Writes go through the group-commit writer;
 reads run on their own connections in a thread pool (``scheduler.readers``) so they never wait
 behind writes. The operator actions (Cancel, Requeue, SetPriority) are ``scheduler.operations``,
 shared with the dashboard.
@@ -12,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-import math
 import sqlite3
 import time
 import uuid
@@ -22,35 +22,23 @@ from typing import Any, TypeVar
 import grpc
 from google.protobuf.message import DecodeError
 
-from evalfleet.scheduler_api.errors import InvalidArgument, NotFound, ResourceExhausted, SchedulerError
-from evalfleet.scheduler_api.limits import ARTIFACT_CHUNK_BYTES, MAX_MANIFEST_BYTES, MAX_TEXT_BYTES
+from evalfleet.scheduler_api.errors import InvalidArgument, NotFound, SchedulerError
+from evalfleet.scheduler_api.limits import ARTIFACT_CHUNK_BYTES
 from evalfleet.scheduler_api.vocabulary import TASK_STATES
 from evalfleet.v1 import scheduler_pb2 as pb
 from evalfleet.v1 import scheduler_pb2_grpc as pb_grpc
-from manifests.format import is_hash
-from scheduler.artifacts import ArtifactLimits, ArtifactStore
+from scheduler import validation
+from scheduler.artifacts import ArtifactLimits, ArtifactStore, UploadQuota
 from scheduler.metrics import SchedulerMetrics
 from scheduler.operations import Operations
 from scheduler.readers import Readers
 from scheduler.store import artifacts, leases, queries
 from scheduler.store import operations as store_operations
-from scheduler.store.validation import (
-    MAX_ATTEMPTS,
-    MAX_BATCH_SIZE,
-    check_artifact_kind,
-    check_execute_steps,
-    check_id,
-    check_json_object,
-    check_media_type,
-    check_priority,
-    check_worker_id,
-)
 from scheduler.writer import GroupCommitWriter
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-_CHECKPOINT_MAX = 256
 
 
 def _handler(method: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]:
@@ -69,49 +57,6 @@ def _handler(method: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]
     return wrapper
 
 
-def _failure_reason(reason: int) -> int:
-    """A reason a worker may give: a defined FailureReason other than the scheduler's own."""
-    if reason not in pb.FailureReason.values():
-        raise InvalidArgument(f"{reason} is not a FailureReason", field="reason")
-    if reason == pb.FAILURE_REASON_LEASE_EXPIRED:
-        raise InvalidArgument("FAILURE_REASON_LEASE_EXPIRED is set by the scheduler only", field="reason")
-    return reason
-
-
-def _lease_ref(ref: pb.LeaseRef, field: str = "lease") -> tuple[str, int]:
-    if not ref.task_id:
-        raise InvalidArgument("is required", field=f"{field}.task_id")
-    if ref.fencing_token < 1:
-        raise InvalidArgument("must be >= 1 (as returned by Claim)", field=f"{field}.fencing_token")
-    return ref.task_id, ref.fencing_token
-
-
-def _text(value: str, field: str, limit: int = MAX_TEXT_BYTES) -> str:
-    if len(value.encode("utf-8")) > limit:
-        raise InvalidArgument(f"larger than {limit} bytes", field=field)
-    return value
-
-
-def _episode_result(result: pb.EpisodeResult, field: str) -> pb.EpisodeResult:
-    if not math.isfinite(result.wall_seconds) or result.wall_seconds < 0:
-        raise InvalidArgument("must be a finite number >= 0", field=f"{field}.wall_seconds")
-    _text(result.trace_digest, f"{field}.trace_digest", 256)
-    check_json_object(result.info_json, f"{field}.info_json")
-    if result.HasField("execute_steps"):
-        check_execute_steps(result.execute_steps, f"{field}.execute_steps")
-    if result.HasField("remote"):
-        _text(result.remote.dialect, f"{field}.remote.dialect", 64)
-        _text(result.remote.url, f"{field}.remote.url", 1024)
-        _text(result.remote.handshake_sha256, f"{field}.remote.handshake_sha256", 256)
-    return result
-
-
-def _checkpoint(value: str, field: str) -> str:
-    if len(value) > _CHECKPOINT_MAX or any(c.isspace() for c in value):
-        raise InvalidArgument(f"must be at most {_CHECKPOINT_MAX} characters without spaces", field=field)
-    return value
-
-
 class SchedulerService(pb_grpc.SchedulerServicer):
     def __init__(
         self,
@@ -128,9 +73,7 @@ class SchedulerService(pb_grpc.SchedulerServicer):
         self._readers = readers
         self._operations = operations
         self._artifacts = artifact_store
-        self._artifact_limits = artifact_limits
-        # Bytes of uploads in flight, counted against the total limit before they are stored.
-        self._artifact_bytes_reserved = 0
+        self._upload_quota = UploadQuota(artifact_limits)
         # Renaming a file into the store and naming it in the database, or collecting files and
         # deleting them, happen one at a time: a file is never deleted under an upload naming it.
         self._artifact_files_lock = asyncio.Lock()
@@ -150,12 +93,7 @@ class SchedulerService(pb_grpc.SchedulerServicer):
 
     @_handler
     async def PutManifest(self, request: pb.PutManifestRequest, context: Any) -> pb.PutManifestResponse:
-        if not request.body:
-            raise InvalidArgument("is empty", field="body")
-        if len(request.body) > MAX_MANIFEST_BYTES:
-            raise InvalidArgument(f"larger than {MAX_MANIFEST_BYTES} bytes", field="body")
-        if request.expected_hash and not is_hash(request.expected_hash):
-            raise InvalidArgument("must be 64 lowercase hex characters", field="expected_hash")
+        validation.put_manifest(request)
         now = time.time()
         stored = await self._writer.run(
             lambda conn: store_operations.put_manifest(conn, request.body, request.expected_hash, now)
@@ -164,44 +102,21 @@ class SchedulerService(pb_grpc.SchedulerServicer):
 
     @_handler
     async def GetManifest(self, request: pb.GetManifestRequest, context: Any) -> pb.GetManifestResponse:
-        if not is_hash(request.hash):
-            raise InvalidArgument("must be 64 lowercase hex characters", field="hash")
-        body = await self._readers.run(lambda conn: queries.get_manifest(conn, request.hash))
-        return pb.GetManifestResponse(hash=request.hash, body=body)
+        manifest_hash = validation.get_manifest(request)
+        body = await self._readers.run(lambda conn: queries.get_manifest(conn, manifest_hash))
+        return pb.GetManifestResponse(hash=manifest_hash, body=body)
 
     @_handler
     async def Submit(self, request: pb.SubmitRequest, context: Any) -> pb.SubmitResponse:
-        check_id(request.submission_id, "submission_id")
-        if not request.manifest_hashes:
-            raise InvalidArgument("at least one manifest is required", field="manifest_hashes")
-        for i, manifest_hash in enumerate(request.manifest_hashes):
-            if not is_hash(manifest_hash):
-                raise InvalidArgument("must be 64 lowercase hex characters", field=f"manifest_hashes[{i}]")
-        check_id(request.route, "route")
-        if not 1 <= request.batch_size <= MAX_BATCH_SIZE:
-            raise InvalidArgument(f"{request.batch_size} is outside [1, {MAX_BATCH_SIZE}]", field="batch_size")
-        if not 1 <= request.max_attempts <= MAX_ATTEMPTS:
-            raise InvalidArgument(f"{request.max_attempts} is outside [1, {MAX_ATTEMPTS}]", field="max_attempts")
-        check_priority(request.priority)
-        labels = check_json_object(request.labels_json, "labels_json")
-        definition = store_operations.SubmissionDefinition(
-            manifest_hashes=tuple(request.manifest_hashes),
-            route=request.route,
-            batch_size=request.batch_size,
-            max_attempts=request.max_attempts,
-            checkpoint=_checkpoint(request.checkpoint, "checkpoint"),
-            execute_steps=(
-                check_execute_steps(request.execute_steps, "execute_steps")
-                if request.HasField("execute_steps")
-                else None
-            ),
-        )
+        submission = validation.submit(request)
         now = time.time()
         submitted = await self._writer.run(
-            lambda conn: store_operations.submit(conn, request.submission_id, definition, request.priority, labels, now)
+            lambda conn: store_operations.submit(
+                conn, submission.submission_id, submission.definition, submission.priority, submission.labels_json, now
+            )
         )
         return pb.SubmitResponse(
-            submission_id=request.submission_id,
+            submission_id=submission.submission_id,
             tasks_created=submitted.tasks_created,
             tasks_total=submitted.tasks_total,
             episodes_total=submitted.episodes_total,
@@ -211,59 +126,41 @@ class SchedulerService(pb_grpc.SchedulerServicer):
 
     @_handler
     async def RegisterWorker(self, request: pb.RegisterWorkerRequest, context: Any) -> pb.RegisterWorkerResponse:
-        check_worker_id(request.worker_id)
-        for i, route in enumerate(request.routes):
-            check_id(route, f"routes[{i}]")
-        versions = check_json_object(request.versions_json, "versions_json")
-        host = _text(request.host, "host", 256)
-        gpu_uuid = _text(request.gpu_uuid, "gpu_uuid", 256)
+        worker = validation.register_worker(request)
         now = time.time()
         await self._writer.run(
             lambda conn: leases.register_worker(
-                conn, request.worker_id, host, gpu_uuid, list(request.routes), versions, now
+                conn, worker.worker_id, worker.host, worker.gpu_uuid, worker.routes, worker.versions_json, now
             )
         )
         return pb.RegisterWorkerResponse(scheduler_instance_id=self.instance_id, lease_seconds=self.lease_seconds)
 
     @_handler
     async def Claim(self, request: pb.ClaimRequest, context: Any) -> pb.ClaimResponse:
-        claim = self._claim(request, "")
+        claim = self._claim(validation.claim(request))
         started, now = time.perf_counter(), time.time()
         lease = await self._writer.run(lambda conn: claim(conn, now))
         self.metrics.claimed(started, lease is not None)
-        return pb.ClaimResponse(lease=queries.lease_message(lease)) if lease is not None else pb.ClaimResponse()
+        return pb.ClaimResponse(lease=lease)
 
-    def _claim(
-        self, request: pb.ClaimRequest, prefix: str
-    ) -> Callable[[sqlite3.Connection, float], leases.Lease | None]:
-        """Validates a claim and returns it as a write (Claim, and Complete's claim_next)."""
-        check_worker_id(request.worker_id, f"{prefix}worker_id")
-        if not request.routes:
-            raise InvalidArgument("at least one route is required", field=f"{prefix}routes")
-        for i, route in enumerate(request.routes):
-            check_id(route, f"{prefix}routes[{i}]")
-        for i, checkpoint in enumerate(request.checkpoints):
-            _checkpoint(checkpoint, f"{prefix}checkpoints[{i}]")
-        worker_id, routes, checkpoints = request.worker_id, list(request.routes), list(request.checkpoints)
-        return lambda conn, now: leases.claim(conn, worker_id, routes, checkpoints, self.lease_seconds, now)
+    def _claim(self, claim: validation.Claim) -> Callable[[sqlite3.Connection, float], pb.Lease | None]:
+        """A checked claim as a write (Claim, and Complete's claim_next)."""
+        return lambda conn, now: leases.claim(
+            conn, claim.worker_id, claim.routes, claim.checkpoints, self.lease_seconds, now
+        )
 
     @_handler
     async def Heartbeat(self, request: pb.HeartbeatRequest, context: Any) -> pb.HeartbeatResponse:
-        task_id, token = _lease_ref(request.lease)
-        if request.worker_id:
-            check_worker_id(request.worker_id)
+        task_id, token, worker_id = validation.heartbeat(request)
         now = time.time()
         deadline, cancelled = await self._writer.run(
-            lambda conn: leases.heartbeat(conn, task_id, token, request.worker_id, self.lease_seconds, now)
+            lambda conn: leases.heartbeat(conn, task_id, token, worker_id, self.lease_seconds, now)
         )
         return pb.HeartbeatResponse(deadline=deadline, cancelled=cancelled)
 
     @_handler
     async def ReportEpisode(self, request: pb.ReportEpisodeRequest, context: Any) -> pb.ReportEpisodeResponse:
-        task_id, token = _lease_ref(request.lease)
-        if not request.HasField("result"):
-            raise InvalidArgument("is required", field="result")
-        result = _episode_result(request.result, "result")
+        task_id, token, result = validation.report_episode(request)
         now = time.time()
         duplicate = await self._writer.run(
             lambda conn: leases.report_episode(conn, task_id, token, result, now, field="result")
@@ -273,17 +170,16 @@ class SchedulerService(pb_grpc.SchedulerServicer):
 
     @_handler
     async def Complete(self, request: pb.CompleteRequest, context: Any) -> pb.CompleteResponse:
-        task_id, token = _lease_ref(request.lease)
-        result = check_json_object(request.result_json, "result_json")
-        episodes = [_episode_result(r, f"results[{i}]") for i, r in enumerate(request.results)]
-        claim = self._claim(request.claim_next, "claim_next.") if request.HasField("claim_next") else None
+        completion = validation.complete(request)
+        task_id, token = completion.task_id, completion.fencing_token
+        claim = self._claim(completion.claim_next) if completion.claim_next is not None else None
 
-        def write(conn: sqlite3.Connection) -> tuple[int, leases.Lease | None]:
+        def write(conn: sqlite3.Connection) -> tuple[int, pb.Lease | None]:
             stored = sum(
                 not leases.report_episode(conn, task_id, token, episode, now, field=f"results[{i}]")
-                for i, episode in enumerate(episodes)
+                for i, episode in enumerate(completion.episodes)
             )
-            leases.complete(conn, task_id, token, result, now)
+            leases.complete(conn, task_id, token, completion.result_json, now)
             return stored, claim(conn, now) if claim is not None else None
 
         started, now = time.perf_counter(), time.time()
@@ -291,16 +187,16 @@ class SchedulerService(pb_grpc.SchedulerServicer):
         self.metrics.episodes.inc(stored)
         if claim is not None:
             self.metrics.claimed(started, lease is not None)
-        return pb.CompleteResponse(next=queries.lease_message(lease)) if lease is not None else pb.CompleteResponse()
+        return pb.CompleteResponse(next=lease)
 
     @_handler
     async def Fail(self, request: pb.FailRequest, context: Any) -> pb.FailResponse:
-        task_id, token = _lease_ref(request.lease)
-        error = _text(request.error, "error")
-        reason = _failure_reason(request.reason)
+        failure = validation.fail(request)
         now = time.time()
         state = await self._writer.run(
-            lambda conn: leases.fail(conn, task_id, token, error, request.retryable, now, reason)
+            lambda conn: leases.fail(
+                conn, failure.task_id, failure.fencing_token, failure.error, failure.retryable, now, failure.reason
+            )
         )
         if state == "pending":
             self.metrics.retries.inc()
@@ -308,8 +204,7 @@ class SchedulerService(pb_grpc.SchedulerServicer):
 
     @_handler
     async def Release(self, request: pb.ReleaseRequest, context: Any) -> pb.ReleaseResponse:
-        task_id, token = _lease_ref(request.lease)
-        reason = _text(request.reason, "reason")
+        task_id, token, reason = validation.release(request)
         now = time.time()
         await self._writer.run(lambda conn: leases.release(conn, task_id, token, reason, now))
         return pb.ReleaseResponse()
@@ -318,21 +213,17 @@ class SchedulerService(pb_grpc.SchedulerServicer):
 
     @_handler
     async def GetStatus(self, request: pb.GetStatusRequest, context: Any) -> pb.GetStatusResponse:
-        if request.submission_id:
-            check_id(request.submission_id, "submission_id")
-        return await self._readers.run(lambda conn: queries.status(conn, request.submission_id))
+        submission_id = validation.get_status(request)
+        return await self._readers.run(lambda conn: queries.status(conn, submission_id))
 
     @_handler
     async def GetSummary(self, request: pb.GetSummaryRequest, context: Any) -> pb.GetSummaryResponse:
-        check_id(request.submission_id, "submission_id")
-        include = request.include_episodes
-        return await self._readers.run(lambda conn: queries.summary(conn, request.submission_id, include))
+        submission_id, include = validation.get_summary(request), request.include_episodes
+        return await self._readers.run(lambda conn: queries.summary(conn, submission_id, include))
 
     @_handler
     async def ListTasks(self, request: pb.ListTasksRequest, context: Any) -> pb.ListTasksResponse:
-        if request.limit > queries.MAX_LIST_LIMIT:
-            raise InvalidArgument(f"{request.limit} is above {queries.MAX_LIST_LIMIT}", field="limit")
-        limit = request.limit or queries.DEFAULT_LIST_LIMIT
+        limit = validation.list_tasks(request)
         return await self._readers.run(lambda conn: queries.list_tasks(conn, request.selector, limit))
 
     @_handler
@@ -342,10 +233,8 @@ class SchedulerService(pb_grpc.SchedulerServicer):
 
     @_handler
     async def GetTask(self, request: pb.GetTaskRequest, context: Any) -> pb.GetTaskResponse:
-        if not request.task_id:
-            raise InvalidArgument("is required", field="task_id")
-        _text(request.task_id, "task_id", 256)
-        return await self._readers.run(lambda conn: queries.get_task(conn, request.task_id))
+        task_id = validation.get_task(request)
+        return await self._readers.run(lambda conn: queries.get_task(conn, task_id))
 
     # Operations: shared with the dashboard (scheduler.operations) -------------------------------
 
@@ -365,52 +254,19 @@ class SchedulerService(pb_grpc.SchedulerServicer):
 
     @_handler
     async def UploadArtifact(self, request_iterator: Any, context: Any) -> pb.UploadArtifactResponse:
-        first = await _read_upload(context)
-        if first is None or not first.HasField("header"):
-            raise InvalidArgument("the first message must be the header", field="header")
-        header = first.header
-        task_id, token = _lease_ref(header.lease, "header.lease")
-        upload = artifacts.Upload(
-            task_id=task_id,
-            episode_index=header.episode_index,
-            fencing_token=token,
-            kind=check_artifact_kind(header.kind, "header.kind"),
-            media_type=check_media_type(header.media_type, "header.media_type"),
-            sha256=_sha256(header.sha256, "header.sha256"),
-            size=header.size_bytes,
-        )
+        upload = validation.upload_header(await _read_upload(context))
         # Refused before any byte is received: a stale lease stores nothing.
-        await self._readers.run(lambda conn: artifacts.check_upload(conn, task_id, token, upload.episode_index))
-        limits = self._artifact_limits
-        if upload.size > limits.per_artifact_bytes:
-            raise ResourceExhausted(
-                f"{upload.size} bytes is above the limit per artifact, {limits.per_artifact_bytes} bytes"
-                " (scheduler serve --max-artifact-bytes)",
-                field="header.size_bytes",
-            )
-        # Reserved before the stored total is read, so that uploads arriving together cannot all pass.
-        self._artifact_bytes_reserved += upload.size
-        try:
-            stored = await self._readers.run(artifacts.stored_bytes)
-            if stored + self._artifact_bytes_reserved > limits.total_bytes:
-                raise ResourceExhausted(
-                    f"storing {upload.size} more bytes would pass the limit on all artifacts,"
-                    f" {limits.total_bytes} bytes ({stored} stored,"
-                    f" {self._artifact_bytes_reserved - upload.size} being uploaded;"
-                    " scheduler serve --max-artifacts-total-bytes, or free space with scheduler gc)",
-                    field="header.size_bytes",
-                )
+        await self._readers.run(
+            lambda conn: artifacts.check_upload(conn, upload.task_id, upload.fencing_token, upload.episode_index)
+        )
+        async with self._upload_quota.reserve(upload.size, lambda: self._readers.run(artifacts.stored_bytes)):
             return await self._receive(upload, context)
-        finally:
-            self._artifact_bytes_reserved -= upload.size
 
     async def _receive(self, upload: artifacts.Upload, context: Any) -> pb.UploadArtifactResponse:
         """Receives the chunks into a temporary file, verifies it, then stores and names it."""
         with self._artifacts.receive(upload.sha256, upload.size) as incoming:
             while (message := await _read_upload(context)) is not None:
-                if not message.HasField("chunk"):
-                    raise InvalidArgument("only the first message may be a header", field="header")
-                incoming.write(message.chunk)
+                incoming.write(validation.upload_chunk(message))
             incoming.verify()
             async with self._artifact_files_lock:
                 known = await self._readers.run(lambda conn: artifacts.has_file(conn, upload.sha256))
@@ -426,7 +282,7 @@ class SchedulerService(pb_grpc.SchedulerServicer):
 
     @_handler
     async def GetArtifact(self, request: pb.GetArtifactRequest, context: Any) -> None:
-        sha256 = _sha256(request.sha256, "sha256")
+        sha256 = validation.get_artifact(request)
         row = await self._readers.run(lambda conn: artifacts.stored_file(conn, sha256))
         try:
             file = self._artifacts.open(sha256)
@@ -450,12 +306,10 @@ class SchedulerService(pb_grpc.SchedulerServicer):
 
     @_handler
     async def CollectArtifacts(self, request: pb.CollectArtifactsRequest, context: Any) -> pb.CollectArtifactsResponse:
-        check_id(request.submission_id, "submission_id")
+        submission_id = validation.collect_artifacts(request)
         now = time.time()
         async with self._artifact_files_lock:
-            collected = await self._writer.run(
-                lambda conn: artifacts.collect(conn, request.submission_id, request.force, now)
-            )
+            collected = await self._writer.run(lambda conn: artifacts.collect(conn, submission_id, request.force, now))
             for sha256, _ in collected.files:
                 self._artifacts.delete(sha256)
         return pb.CollectArtifactsResponse(
@@ -463,12 +317,6 @@ class SchedulerService(pb_grpc.SchedulerServicer):
             files_deleted=len(collected.files),
             bytes_freed=sum(size for _, size in collected.files),
         )
-
-
-def _sha256(value: str, field: str) -> str:
-    if not is_hash(value):
-        raise InvalidArgument("must be 64 lowercase hex characters (a sha256)", field=field)
-    return value
 
 
 async def _read_upload(context: Any) -> pb.UploadArtifactRequest | None:

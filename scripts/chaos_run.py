@@ -47,11 +47,11 @@ from evalfleet.local_fleet import (
 from evalfleet.netns import Host, Network, netns_unavailable
 from evalfleet.processes import ServiceProcess, wait_until
 from evalfleet.scheduler_api.client import SchedulerClient
+from evalfleet.scheduler_api.limits import MAX_ATTEMPTS
 from inference_server.backends.oracle import ORACLE_SETTINGS
 from inference_server.checkpoint import seal
 from manifests.format import Manifest
 from manifests.format import read as read_manifest
-from scheduler.store.validation import MAX_ATTEMPTS
 
 SUBMISSION = "chaos"
 EPOCH = "syn"

@@ -33,7 +33,7 @@ from benchmarks.synthetic.adapter import REFERENCE_POLICY_SETTINGS
 from benchmarks.synthetic.manifest import build_synthetic
 from evalfleet.scheduler_api.client import SchedulerClient
 from evalfleet.v1 import policy_pb2
-from inference_server.backends import BackendError, RuntimeOptions
+from inference_server.backends.contract import BackendError, RuntimeOptions
 from inference_server.checkpoint import INDEX_NAME, MANIFEST_FORMAT, MANIFEST_NAME, CheckpointError, hash_folder, load
 from inference_server.identity import describe
 from manifests.format import ManifestError, canonical_bytes, parse

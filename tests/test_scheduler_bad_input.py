@@ -10,7 +10,7 @@ import pytest
 from procs import cli, db_fingerprint
 
 from benchmarks.synthetic.manifest import build_synthetic
-from evalfleet.scheduler_api.limits import MESSAGE_LIMIT
+from evalfleet.scheduler_api.limits import MAX_MESSAGE_BYTES
 from evalfleet.v1 import scheduler_pb2 as pb
 from evalfleet.v1 import scheduler_pb2_grpc as pb_grpc
 from manifests.format import canonical_bytes
@@ -243,11 +243,11 @@ def test_bad_requests_get_precise_errors_and_change_nothing(seeded):
 def test_oversized_message_is_refused(seeded):
     scheduler, _, _ = seeded
     before = db_fingerprint(scheduler.db)
-    options = [("grpc.max_send_message_length", MESSAGE_LIMIT * 2)]
+    options = [("grpc.max_send_message_length", MAX_MESSAGE_BYTES * 2)]
     with grpc.insecure_channel(scheduler.address, options) as channel:
         stub = pb_grpc.SchedulerStub(channel)
         with pytest.raises(grpc.RpcError) as caught:
-            stub.PutManifest(pb.PutManifestRequest(body=b" " * (MESSAGE_LIMIT + 1)), timeout=60)
+            stub.PutManifest(pb.PutManifestRequest(body=b" " * (MAX_MESSAGE_BYTES + 1)), timeout=60)
     assert caught.value.code() == CODE.RESOURCE_EXHAUSTED
     assert db_fingerprint(scheduler.db) == before
 

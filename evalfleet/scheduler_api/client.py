@@ -21,7 +21,7 @@ import grpc
 from evalfleet.auth import bearer_metadata
 from evalfleet.channels import channel_options, open_channel
 from evalfleet.scheduler_api.errors import from_rpc_error
-from evalfleet.scheduler_api.limits import ARTIFACT_CHUNK_BYTES, MAX_TEXT_BYTES, MESSAGE_LIMIT
+from evalfleet.scheduler_api.limits import ARTIFACT_CHUNK_BYTES, MAX_MESSAGE_BYTES, MAX_TEXT_BYTES
 from evalfleet.scheduler_api.vocabulary import task_state, task_state_name
 from evalfleet.v1 import scheduler_pb2 as pb
 from evalfleet.v1 import scheduler_pb2_grpc as pb_grpc
@@ -69,7 +69,7 @@ class SchedulerClient:
         self.address = address or default_address()
         # A worker must be back within a lease period of the scheduler's return, so it tries to
         # reconnect at least every 2 s.
-        options = channel_options(MESSAGE_LIMIT, max_reconnect_backoff_ms=2000)
+        options = channel_options(MAX_MESSAGE_BYTES, max_reconnect_backoff_ms=2000)
         self._channel = open_channel(self.address, options, tls_ca)
         self._stub = pb_grpc.SchedulerStub(self._channel)
         self._metadata = bearer_metadata(token)

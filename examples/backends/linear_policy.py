@@ -8,7 +8,8 @@ settings. Serve it without installing anything:
         --set chunk_length=8 --set image_size=128
     PYTHONPATH=examples/backends inference-server --epoch ep1 --checkpoint-root ckpts --port 9340
 
-What makes it a backend (the contract is `inference_server.backends.Backend`):
+What makes it a backend (the contract is `inference_server.backends.contract.Backend`; import what the
+server hands a backend from that module):
 - a factory ``build(checkpoint, options)`` that reads settings and describes the policy *without*
   loading weights, so `--dry-run` and `checkpoint show` can print its identity;
 - ``cameras``, ``state``, ``action_dim``, ``chunk_length`` and ``precision``: the observation the
@@ -29,7 +30,7 @@ import numpy as np
 import numpy.typing as npt
 
 from evalfleet.v1 import policy_pb2
-from inference_server.backends import History, Observation, RuntimeOptions
+from inference_server.backends.contract import History, Observation, RuntimeOptions
 from inference_server.checkpoint import Checkpoint, CheckpointError
 
 WEIGHTS_FILE = "linear.npz"

@@ -57,7 +57,7 @@ import numpy as np
 import numpy.typing as npt
 
 from evalfleet.v1 import policy_pb2
-from inference_server.backends import BackendError, History, Observation, RuntimeOptions
+from inference_server.backends.contract import BackendError, History, Observation, RuntimeOptions
 from inference_server.checkpoint import Checkpoint, CheckpointError
 
 try:

@@ -30,8 +30,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from inference_server.backends import History, Observation, RuntimeOptions
-from inference_server.backends.reference import _Reference
+from inference_server.backends.contract import History, NumpyBackend, Observation, RuntimeOptions
 from inference_server.checkpoint import Checkpoint
 
 # A position, a state entry or a 7-d OSC_POSE command.
@@ -174,7 +173,7 @@ def carry_command(eef: Vector, target: Vector, goal: Vector, gains: Gains) -> Ve
     return move_command(eef, eef, OPEN, gains)
 
 
-class OracleBackend(_Reference):
+class OracleBackend(NumpyBackend):
     """Batches are independent sessions: one scripted command (a chunk of it repeated) each."""
 
     def __init__(self, checkpoint: Checkpoint) -> None:

@@ -9,7 +9,8 @@
   settings' `seed`, the episode id, the step): a random policy whose chunks do not depend on
   batching, timing or which server answers (`scripts/bench_libero.py`).
 
-Their manifest settings declare the contract: `cameras`, `state`, `action_dim`, `chunk_length`.
+Their manifest settings declare the contract: `cameras`, `state`, `action_dim`, `chunk_length`
+(`inference_server.backends.contract.NumpyBackend`).
 """
 
 from __future__ import annotations
@@ -17,72 +18,15 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from evalfleet.v1 import policy_pb2
-from inference_server.backends import History, Observation, RuntimeOptions
-from inference_server.checkpoint import Checkpoint, CheckpointError
-
-# Numpy-only backends run in float32 without attention, whatever was requested.
-NUMPY_PRECISION = policy_pb2.Precision(dtype="float32", attn_impl="none")
+from inference_server.backends.contract import History, NumpyBackend, Observation, RuntimeOptions
+from inference_server.checkpoint import Checkpoint
 
 
-@dataclass
-class _Contract:
-    cameras: list[policy_pb2.CameraSpec]
-    state: list[policy_pb2.StateSpec]
-    action_dim: int
-    chunk_length: int
-
-
-def _contract(checkpoint: Checkpoint) -> _Contract:
-    settings: dict[str, Any] = checkpoint.settings
-    try:
-        return _Contract(
-            cameras=[
-                policy_pb2.CameraSpec(
-                    name=c["name"],
-                    height=c["height"],
-                    width=c["width"],
-                    channels=c.get("channels", 3),
-                    dtype=c.get("dtype", "uint8"),
-                )
-                for c in settings["cameras"]
-            ],
-            state=[policy_pb2.StateSpec(name=s["name"], length=s["length"]) for s in settings["state"]],
-            action_dim=int(settings["action_dim"]),
-            chunk_length=int(settings["chunk_length"]),
-        )
-    except (KeyError, TypeError, ValueError) as exc:
-        raise CheckpointError(
-            f"{checkpoint.root}: reference backend settings need cameras, state, action_dim, chunk_length: {exc!r}"
-        ) from exc
-
-
-class _Reference:
-    """Shared contract of the numpy backends."""
-
-    def __init__(self, checkpoint: Checkpoint) -> None:
-        contract = _contract(checkpoint)
-        self.cameras = contract.cameras
-        self.state = contract.state
-        self.action_dim = contract.action_dim
-        self.chunk_length = contract.chunk_length
-        self.precision = NUMPY_PRECISION
-        self.settings = checkpoint.settings
-
-    def load(self) -> None:
-        """Nothing to put on a device."""
-
-    def _zeros(self, batch: int) -> npt.NDArray[np.float32]:
-        return np.zeros((batch, self.chunk_length, self.action_dim), dtype=np.float32)
-
-
-class NoopBackend(_Reference):
+class NoopBackend(NumpyBackend):
     def act(self, observations: Sequence[Observation], histories: Sequence[History]) -> npt.NDArray[np.float32]:
         return self._zeros(len(observations))
 
@@ -95,7 +39,7 @@ def deterministic_chunk(observation: Observation, chunk_length: int, action_dim:
     return (base + t + d).astype(np.float32)
 
 
-class DeterministicBackend(_Reference):
+class DeterministicBackend(NumpyBackend):
     def act(self, observations: Sequence[Observation], histories: Sequence[History]) -> npt.NDArray[np.float32]:
         return np.stack([deterministic_chunk(o, self.chunk_length, self.action_dim) for o in observations])
 
@@ -114,14 +58,14 @@ def echo_chunk(
     return chunk
 
 
-class HistoryEchoBackend(_Reference):
+class HistoryEchoBackend(NumpyBackend):
     def act(self, observations: Sequence[Observation], histories: Sequence[History]) -> npt.NDArray[np.float32]:
         return np.stack(
             [echo_chunk(o, h, self.chunk_length, self.action_dim) for o, h in zip(observations, histories, strict=True)]
         )
 
 
-class FlatCostBackend(_Reference):
+class FlatCostBackend(NumpyBackend):
     """Costs `batch_ms` per call whatever the batch size: the regime where batching pays."""
 
     def act(self, observations: Sequence[Observation], histories: Sequence[History]) -> npt.NDArray[np.float32]:
@@ -138,7 +82,7 @@ def seeded_random_chunk(
     return rng.uniform(-scale, scale, size=(chunk_length, action_dim)).astype(np.float32)
 
 
-class SeededRandomBackend(_Reference):
+class SeededRandomBackend(NumpyBackend):
     def act(self, observations: Sequence[Observation], histories: Sequence[History]) -> npt.NDArray[np.float32]:
         seed = int(self.settings.get("seed", 0))
         scale = float(self.settings.get("scale", 1.0))

@@ -37,7 +37,7 @@ from torch.nn import functional as F
 from transformers import AutoConfig, AutoModel, PreTrainedConfig
 
 from evalfleet.v1 import policy_pb2
-from inference_server.backends import History, Observation, RuntimeOptions
+from inference_server.backends.contract import History, Observation, RuntimeOptions
 from inference_server.checkpoint import CONFIG_NAME, INDEX_NAME, NORMALIZATION_NAME, Checkpoint, CheckpointError, seal
 
 TOKENIZER_NAME = "tokenizer.json"

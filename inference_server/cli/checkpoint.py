@@ -20,7 +20,8 @@ from typing import Any
 import yaml
 
 from evalfleet.policy_api.identity import as_dict, canonical_json
-from inference_server.backends import BackendError, RuntimeOptions, resolve
+from inference_server.backends import resolve
+from inference_server.backends.contract import BackendError, RuntimeOptions
 from inference_server.checkpoint import (
     MANIFEST_NAME,
     Checkpoint,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 
-from inference_server.backends import RuntimeOptions
+from inference_server.backends.contract import RuntimeOptions
 
 EXIT_BAD_INPUT = 2
 EXIT_LOAD_FAILED = 1

@@ -26,7 +26,7 @@ from evalfleet.allocator import keep_large_buffers
 from evalfleet.auth import check_exposure, read_pem, read_token
 from evalfleet.policy_api import identity
 from evalfleet.ports import bind, tls_credentials
-from inference_server.backends import BackendError
+from inference_server.backends.contract import BackendError
 from inference_server.checkpoint import CheckpointError
 from inference_server.checkpoint import load as load_checkpoint
 from inference_server.cli.options import (

@@ -1,14 +1,13 @@
 """Offline manifest tools: `manifest build`, `verify`, `show` and `import`; no scheduler is involved.
 
-Synthetic manifests are built here; a benchmark's builder (``benchmarks.<name>.build``) adds its
-own options after the benchmark's name and is imported only when used, because it needs that
-benchmark's simulator.
+Synthetic manifests are built here; every other benchmark's builder, named in the benchmark
+registry (``benchmarks.REGISTRY``), adds its own options after the benchmark's name and is imported
+only when used, because it needs that benchmark's simulator.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import sys
 from collections.abc import Callable, Sequence
@@ -16,18 +15,13 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING
 
+from benchmarks import manifest_builder, names_with_builder
 from benchmarks.synthetic.manifest import build_synthetic
 from manifests import format as manifest_format
 from scheduler.cli.common import EXIT_BAD_INPUT, UsageError, print_json
 
 if TYPE_CHECKING:
     from scheduler.cli.common import Subcommands
-
-# Benchmarks whose manifest builders need their simulator; imported only when used.
-BENCHMARK_BUILDERS = {
-    "libero": "benchmarks.libero.build",
-    "robotwin": "benchmarks.robotwin.build",
-}
 
 
 def add_commands(commands: Subcommands) -> None:
@@ -46,7 +40,7 @@ def add_commands(commands: Subcommands) -> None:
     synthetic.add_argument("--setting", default="default")
     synthetic.add_argument("--out", type=Path, required=True, help="file, or directory (<hash>.json)")
     synthetic.set_defaults(func=cmd_manifest_build_synthetic)
-    for name in BENCHMARK_BUILDERS:
+    for name in names_with_builder():
         # The benchmark's own parser (imported only when used) takes every option after the name.
         sub = benchmarks.add_parser(name, help=f"scan {name} (needs the {name} extra)", add_help=False)
         sub.set_defaults(func=cmd_manifest_build_benchmark, forwards_arguments=True)
@@ -120,7 +114,7 @@ def _write_manifests(build: Callable[[], Sequence[manifest_format.Manifest]], ou
 
 def _benchmark_module(name: str) -> ModuleType:
     try:
-        return importlib.import_module(BENCHMARK_BUILDERS[name])
+        return manifest_builder(name)
     except ImportError as exc:
         raise UsageError(f"the {name} builder is unavailable ({exc}); install evalfleet[{name}]") from None
 

@@ -19,6 +19,7 @@ from rich.table import Table
 from evalfleet.auth import read_token
 from evalfleet.channels import read_tls_ca
 from evalfleet.scheduler_api import client as client_module
+from evalfleet.scheduler_api.limits import DEFAULT_LIST_TASKS
 from evalfleet.scheduler_api.vocabulary import TASK_STATE_NAMES, failure_reason_name, success_percent, task_state_name
 from evalfleet.v1 import scheduler_pb2 as pb
 from manifests import format as manifest_format
@@ -79,7 +80,7 @@ def add_task_commands(commands: Subcommands) -> None:
     """`tasks`, `task`, `workers`, `cancel`, `requeue` and `priority`."""
     tasks = add_client_command(commands, "tasks", cmd_tasks, "list tasks")
     _selector_arguments(tasks, positional=False)
-    tasks.add_argument("--limit", type=int, default=1000)
+    tasks.add_argument("--limit", type=int, default=DEFAULT_LIST_TASKS)
 
     task = add_client_command(commands, "task", cmd_task, "one task: every attempt and its episode results")
     task.add_argument("task_id")

@@ -18,8 +18,8 @@ both modules against the table. The lease rules:
   scheduler's own outage costs no worker its task;
 - a policy failure is an episode *result*; only infrastructure failures spend attempts.
 
-Every function returns plain values (``Lease``, a state name, task ids); putting them on the wire
-is the service's job (``scheduler.store.queries.lease_message``).
+Every function returns plain values (a state name, task ids), except ``claim``, which grants the
+lease as the wire's ``Lease`` message the worker receives.
 """
 
 from __future__ import annotations
@@ -74,27 +74,6 @@ TRANSITIONS: tuple[Transition, ...] = (
 )
 
 
-@dataclass(frozen=True)
-class Lease:
-    """What ``claim`` grants: a task's episodes to run, under ``fencing_token``, until ``deadline``.
-
-    ``episodes`` lists only the task's episodes without a stored result, so a retried task resumes.
-    """
-
-    task_id: str
-    submission_id: str
-    attempt: int
-    fencing_token: int
-    deadline: float
-    manifest_hash: str
-    episodes: tuple[int, ...]
-    route: str
-    checkpoint: str
-    lease_seconds: float
-    # The submission's override of the actions executed per chunk; None: the checkpoint's.
-    execute_steps: int | None = None
-
-
 # ---------------------------------------------------------------------------------------------
 # Workers.
 
@@ -143,11 +122,13 @@ def claim(
     checkpoints: Sequence[str],
     lease_seconds: float,
     now: float,
-) -> Lease | None:
+) -> pb.Lease | None:
     """Leases the best pending task on ``routes`` that needs no checkpoint or one in ``checkpoints``.
 
     The best is the highest priority, then the oldest. None when no task is pending there; either
-    way the worker counts as seen.
+    way the worker counts as seen. The lease's ``episodes`` are only the task's episodes without a
+    stored result, so a retried task resumes; its ``execute_steps`` is the submission's override of
+    the actions executed per chunk, unset when the checkpoint's applies.
     """
     best: sqlite3.Row | None = None
     for route in dict.fromkeys(routes):
@@ -178,7 +159,7 @@ def claim(
         if task["fencing_token"] == 1
         else {r[0] for r in conn.execute("SELECT episode_index FROM episode_results WHERE task_id = ?", (task["id"],))}
     )
-    return Lease(
+    return pb.Lease(
         task_id=task["id"],
         submission_id=task["submission_id"],
         attempt=task["attempts"],

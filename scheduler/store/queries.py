@@ -1,9 +1,10 @@
 """What the scheduler reads back from the store, as the wire's messages.
 
 Every read the gRPC service, the dashboard and ``/metrics`` make is a function here of one reader
-connection, and every row-to-protobuf projection is written here once (a ``TaskInfo`` looks the
-same in ``ListTasks``, ``GetTask`` and the dashboard). The reads change nothing. ``selection``, the
-rows a ``TaskSelector`` names, is shared with the operator writes in ``scheduler.store.operations``.
+connection, and every row-to-protobuf projection of a read is written here once (a ``TaskInfo``
+looks the same in ``ListTasks``, ``GetTask`` and the dashboard). The reads change nothing.
+``selection``, the rows a ``TaskSelector`` names, is shared with the operator writes in
+``scheduler.store.operations``.
 """
 
 from __future__ import annotations
@@ -19,11 +20,6 @@ from evalfleet.scheduler_api.errors import InvalidArgument, NotFound
 from evalfleet.scheduler_api.vocabulary import TASK_STATE_NAMES_BY_ENUM, TASK_STATES
 from evalfleet.v1 import scheduler_pb2 as pb
 from scheduler.store import artifacts
-from scheduler.store.leases import Lease
-
-# How many tasks one ListTasks (or the dashboard's task table) returns: by default, and at most.
-DEFAULT_LIST_LIMIT = 1_000
-MAX_LIST_LIMIT = 100_000
 
 
 def selection(conn: sqlite3.Connection, selector: pb.TaskSelector, *, require: bool) -> tuple[str, list[Any]]:
@@ -337,20 +333,3 @@ def list_workers(conn: sqlite3.Connection, lease_seconds: float, now: float) -> 
             )
         )
     return response
-
-
-def lease_message(lease: Lease) -> pb.Lease:
-    """A lease granted by ``scheduler.store.leases.claim`` as the wire type."""
-    return pb.Lease(
-        task_id=lease.task_id,
-        submission_id=lease.submission_id,
-        attempt=lease.attempt,
-        fencing_token=lease.fencing_token,
-        deadline=lease.deadline,
-        manifest_hash=lease.manifest_hash,
-        episodes=lease.episodes,
-        route=lease.route,
-        checkpoint=lease.checkpoint,
-        lease_seconds=lease.lease_seconds,
-        execute_steps=lease.execute_steps,
-    )

@@ -20,7 +20,8 @@ if importlib.util.find_spec("libero") is None and os.environ.get("EVALFLEET_REQU
 
 from benchmarks.libero.adapter import LiberoBenchmark, add_build_arguments, build_manifests
 from evalfleet.v1 import policy_pb2
-from inference_server.backends import History, HistoryEntry, Observation, RuntimeOptions, resolve
+from inference_server.backends import resolve
+from inference_server.backends.contract import History, HistoryEntry, Observation, RuntimeOptions
 from inference_server.backends.oracle import ORACLE_SETTINGS
 from inference_server.checkpoint import load, seal
 

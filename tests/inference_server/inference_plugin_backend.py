@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from inference_server.backends import History, Observation, RuntimeOptions
+from inference_server.backends.contract import History, Observation, RuntimeOptions
 from inference_server.backends.reference import DeterministicBackend
 from inference_server.checkpoint import Checkpoint
 

@@ -12,7 +12,7 @@ from inference_helpers import ACTION_DIM, CHUNK, episode, images, make_checkpoin
 
 from evalfleet.policy_api.aio_client import AsyncPolicyClient
 from evalfleet.policy_api.errors import IdentityMismatch, InvalidField, PolicyUnavailable, ServerRestarted, StaleStep
-from inference_server.backends import Observation
+from inference_server.backends.contract import Observation
 from inference_server.backends.reference import deterministic_chunk
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]

@@ -11,7 +11,7 @@ import pytest
 
 from evalfleet.policy_api.errors import BackendFailed
 from evalfleet.v1 import policy_pb2
-from inference_server.backends import History, Observation
+from inference_server.backends.contract import History, Observation
 from inference_server.batcher import Batcher
 
 pytestmark = pytest.mark.timeout(20)

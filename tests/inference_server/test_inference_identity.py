@@ -13,7 +13,7 @@ from inference_helpers import CHUNK, make_checkpoint, reference_settings
 
 from evalfleet.policy_api import identity
 from evalfleet.v1 import policy_pb2
-from inference_server.backends import RuntimeOptions
+from inference_server.backends.contract import RuntimeOptions
 from inference_server.checkpoint import INDEX_NAME, CheckpointError, load, seal
 from inference_server.identity import Described, describe
 

@@ -11,7 +11,8 @@ from pathlib import Path
 import numpy as np
 
 from evalfleet.v1 import policy_pb2
-from inference_server.backends import History, HistoryEntry, Observation, RuntimeOptions, resolve
+from inference_server.backends import resolve
+from inference_server.backends.contract import History, HistoryEntry, Observation, RuntimeOptions
 from inference_server.backends.oracle import (
     CLOSE,
     OPEN,

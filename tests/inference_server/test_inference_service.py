@@ -34,7 +34,7 @@ from evalfleet.policy_api.errors import (
     TooManySessions,
 )
 from evalfleet.v1 import policy_pb2, policy_pb2_grpc
-from inference_server.backends import Observation
+from inference_server.backends.contract import Observation
 from inference_server.backends.reference import deterministic_chunk
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]

@@ -16,7 +16,7 @@ from evalfleet.policy_api.errors import (
     TooManySessions,
 )
 from evalfleet.v1 import policy_pb2
-from inference_server.backends import Observation
+from inference_server.backends.contract import Observation
 from inference_server.sessions import SessionRegistry
 
 pytestmark = pytest.mark.timeout(10)

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 from inference_helpers import ACTION_DIM, CHUNK, episode, make_checkpoint
 
-from inference_server.backends import Backend, History, Observation, RuntimeOptions, resolve
+from inference_server.backends import resolve
+from inference_server.backends.contract import Backend, History, Observation, RuntimeOptions
 from inference_server.checkpoint import load
 
 pytestmark = pytest.mark.timeout(60)

@@ -45,8 +45,14 @@ import numpy.typing as npt
 
 from evalfleet.policy_api.errors import BackendFailed, PolicyError, RemoteRestarted, RemoteUnavailable
 from evalfleet.v1 import policy_pb2
-from inference_server.backends import BackendError, History, Observation, RuntimeOptions
-from inference_server.backends.reference import NUMPY_PRECISION, _contract
+from inference_server.backends.contract import (
+    NUMPY_PRECISION,
+    BackendError,
+    History,
+    Observation,
+    RuntimeOptions,
+    declared_contract,
+)
 from inference_server.backends.remote import mapping
 from inference_server.backends.remote.dialect import Connection, Dialect, RemoteDown, RemoteRefused, RemoteSaid
 from inference_server.backends.remote.episodes import EpisodeConnections
@@ -63,7 +69,7 @@ DIALECTS = {
 # Dialects whose server keeps episode state per connection: a connection per session.
 EPISODE_DIALECTS = ("vla-eval",)
 SHA256_HEX = 64
-# The settings every dialect shares: the contract evalfleet validates (read by `_contract` and the
+# The settings every dialect shares: the contract evalfleet validates (read by `declared_contract` and the
 # identity), then the remote's own. A dialect module's `SETTINGS` names its additional ones; any
 # other key is refused, since a misspelt one would be sealed into the digest and silently ignored.
 COMMON_SETTINGS = frozenset(
@@ -168,7 +174,7 @@ class RemoteBackend:
     """Forwards each step to the remote server, a batch spread over a pool of connections."""
 
     def __init__(self, checkpoint: Checkpoint) -> None:
-        contract = _contract(checkpoint)
+        contract = declared_contract(checkpoint)
         self.cameras = contract.cameras
         self.state = contract.state
         self.action_dim = contract.action_dim

@@ -26,7 +26,7 @@ import numpy.typing as npt
 
 from evalfleet.policy_api.errors import BackendFailed, RemoteUnavailable
 from evalfleet.v1 import policy_pb2
-from inference_server.backends import History
+from inference_server.backends.contract import History
 from inference_server.backends.remote.dialect import Connection, EpisodeConnection, RemoteDown, RemoteSaid
 
 

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from inference_server.backends import History, Observation
+from inference_server.backends.contract import History, Observation
 
 # How a state part can be transformed on its way out; robosuite's quaternions are x, y, z, w.
 STATE_TRANSFORMS = ("identity", "axisangle")

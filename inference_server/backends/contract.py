@@ -1,0 +1,159 @@
+"""The backend contract: what a policy backend is, and what the server hands it.
+
+A backend is built by a factory `factory(checkpoint, options) -> Backend`; built-in factories are
+named in `inference_server.backends.BUILTIN`, any other runtime plugs in as `module:factory`. This
+module is what a backend imports, built-in or plug-in: the `Backend` protocol, the arrays and
+history `act` receives (`Observation`, `History`), the runtime options a factory is given, the
+error it raises, and for backends that declare their contract in their settings,
+`declared_contract` and the `NumpyBackend` base. The server validates every observation against the
+backend's declared cameras and state before it reaches `act`, and a backend never sees the
+network: only decoded arrays, the session's causal history and its episode metadata.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+import numpy.typing as npt
+
+from evalfleet.v1 import policy_pb2
+from inference_server.checkpoint import Checkpoint, CheckpointError
+
+
+@dataclass(frozen=True)
+class RuntimeOptions:
+    """How to run the model; the backend reports which of these are actually in effect."""
+
+    device: str = "cpu"
+    dtype: str = "float32"
+    attn_impl: str = "sdpa"
+    compile: bool = False
+    tf32: bool = False
+    autocast: bool = False
+
+
+@dataclass(frozen=True)
+class Observation:
+    """One decoded step of one session: images [H, W, C] (of the dtype each camera declares) and
+    float64 state vectors by name."""
+
+    step: int
+    images: dict[str, npt.NDArray[np.generic]]
+    state: dict[str, npt.NDArray[np.float64]]
+
+
+@dataclass(frozen=True)
+class HistoryEntry:
+    """A past step: the public state that was sent and the commands of its chunk actually executed."""
+
+    step: int
+    state: dict[str, npt.NDArray[np.float64]]
+    executed: npt.NDArray[np.float32]  # [n_executed, action_dim], a prefix of the chunk answered at `step`
+
+
+@dataclass(frozen=True)
+class History:
+    """Everything a session has confirmed so far, oldest first, plus what the episode is."""
+
+    session_id: str
+    episode: policy_pb2.EpisodeMeta
+    entries: tuple[HistoryEntry, ...] = field(default=())
+
+
+class Backend(Protocol):
+    """A policy. Built without touching the device (so `--dry-run` can describe it), then `load`ed;
+    `act` runs on a worker thread, one batch at a time."""
+
+    cameras: Sequence[policy_pb2.CameraSpec]
+    state: Sequence[policy_pb2.StateSpec]
+    action_dim: int
+    chunk_length: int
+    precision: policy_pb2.Precision
+
+    def load(self) -> None:
+        """Puts the weights on the device and runs the model once, so the first real step pays no
+        compilation or allocation."""
+
+    def act(self, observations: Sequence[Observation], histories: Sequence[History]) -> npt.NDArray[np.float32]:
+        """Returns float32 chunks [batch, chunk_length, action_dim], one per observation."""
+
+
+@runtime_checkable
+class EndsSessions(Protocol):
+    """Optional for a backend: one that holds something per session (the `remote` backend's
+    vla-eval connection, bound to the session's episode) also has `end_session`. The server calls
+    it once a session is closed (before it answers the close) or evicted, on a thread of its own,
+    never on the event loop; what it raises is logged and ignored, so a backend without it, or
+    with a failing one, serves alike."""
+
+    def end_session(self, session_id: str) -> None:
+        """Releases what the backend holds for the session; a session it never saw is a no-op."""
+
+
+BackendFactory = Callable[[Checkpoint, RuntimeOptions], Backend]
+
+
+class BackendError(Exception):
+    """The backend named by the manifest or `--backend` cannot be resolved or built."""
+
+
+# Numpy-only backends run in float32 without attention, whatever was requested.
+NUMPY_PRECISION = policy_pb2.Precision(dtype="float32", attn_impl="none")
+
+
+@dataclass
+class DeclaredContract:
+    """The observation contract and answer shape a backend's settings declare."""
+
+    cameras: list[policy_pb2.CameraSpec]
+    state: list[policy_pb2.StateSpec]
+    action_dim: int
+    chunk_length: int
+
+
+def declared_contract(checkpoint: Checkpoint) -> DeclaredContract:
+    """Reads `cameras`, `state`, `action_dim` and `chunk_length` from the checkpoint's settings."""
+    settings: dict[str, Any] = checkpoint.settings
+    try:
+        return DeclaredContract(
+            cameras=[
+                policy_pb2.CameraSpec(
+                    name=c["name"],
+                    height=c["height"],
+                    width=c["width"],
+                    channels=c.get("channels", 3),
+                    dtype=c.get("dtype", "uint8"),
+                )
+                for c in settings["cameras"]
+            ],
+            state=[policy_pb2.StateSpec(name=s["name"], length=s["length"]) for s in settings["state"]],
+            action_dim=int(settings["action_dim"]),
+            chunk_length=int(settings["chunk_length"]),
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise CheckpointError(
+            f"{checkpoint.root}: reference backend settings need cameras, state, action_dim, chunk_length: {exc!r}"
+        ) from exc
+
+
+class NumpyBackend:
+    """A base for backends that run numpy in float32 (nothing to put on a device) and declare their
+    contract in their settings (`declared_contract`): the reference backends, the LIBERO oracle."""
+
+    def __init__(self, checkpoint: Checkpoint) -> None:
+        contract = declared_contract(checkpoint)
+        self.cameras = contract.cameras
+        self.state = contract.state
+        self.action_dim = contract.action_dim
+        self.chunk_length = contract.chunk_length
+        self.precision = NUMPY_PRECISION
+        self.settings = checkpoint.settings
+
+    def load(self) -> None:
+        """Nothing to put on a device."""
+
+    def _zeros(self, batch: int) -> npt.NDArray[np.float32]:
+        return np.zeros((batch, self.chunk_length, self.action_dim), dtype=np.float32)

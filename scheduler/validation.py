@@ -1,0 +1,373 @@
+"""Every check of a scheduler request's fields, made before anything reaches the store.
+
+The store trusts its callers on field shapes: an id's alphabet, a priority's range, a JSON field
+being a small object, a lease reference being set. So each request is checked here first, one
+function per RPC (``submit``, ``claim``, ``upload_header``, ...) that returns the checked values
+the store takes, and a bad value is refused with ``InvalidArgument`` naming the request field
+(``"lease.fencing_token"``, ``"routes[0]"``) before anything touches the database. The gRPC service
+only maps RPCs onto these and the store; the operations layer, which the dashboard shares, checks
+a priority here too. The limits are ``evalfleet.scheduler_api.limits``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass
+
+from evalfleet.scheduler_api.errors import InvalidArgument
+from evalfleet.scheduler_api.limits import (
+    DEFAULT_LIST_TASKS,
+    MAX_ATTEMPTS,
+    MAX_BATCH_EPISODES,
+    MAX_CHECKPOINT_CHARS,
+    MAX_EXECUTE_STEPS,
+    MAX_LIST_TASKS,
+    MAX_MANIFEST_BYTES,
+    MAX_PRIORITY,
+    MAX_REMOTE_DIALECT_BYTES,
+    MAX_REMOTE_URL_BYTES,
+    MAX_SHORT_TEXT_BYTES,
+    MAX_TEXT_BYTES,
+)
+from evalfleet.v1 import scheduler_pb2 as pb
+from manifests.format import is_hash
+from scheduler.store.artifacts import Upload
+from scheduler.store.operations import SubmissionDefinition
+
+ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+WORKER_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@/-]{0,127}$")
+ARTIFACT_KIND_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
+# A media type as RFC 6838 spells one, without parameters: "video/mp4".
+MEDIA_TYPE_RE = re.compile(r"^[a-z0-9][a-z0-9!#$&^_.+-]{0,62}/[a-z0-9][a-z0-9!#$&^_.+-]{0,62}$")
+
+# ---------------------------------------------------------------------------------------------
+# Field values.
+
+
+def check_id(value: str, field: str, pattern: re.Pattern[str] = ID_RE) -> str:
+    """A submission, route or task id: returns it, or refuses it naming ``field``."""
+    if not pattern.match(value or ""):
+        raise InvalidArgument(f"{value!r} must match {pattern.pattern}", field=field)
+    return value
+
+
+def check_worker_id(value: str, field: str = "worker_id") -> str:
+    """A worker id, which may also hold a host name, a GPU or a path (``:@/``)."""
+    return check_id(value, field, WORKER_ID_RE)
+
+
+def check_text(value: str, field: str, limit: int = MAX_TEXT_BYTES) -> str:
+    """Free text of at most ``limit`` bytes in UTF-8."""
+    if len(value.encode("utf-8")) > limit:
+        raise InvalidArgument(f"larger than {limit} bytes", field=field)
+    return value
+
+
+def check_json_object(text: str, field: str) -> str:
+    """Free-form JSON fields must be objects and small; empty means ``{}``."""
+    if not text:
+        return "{}"
+    if len(text.encode("utf-8")) > MAX_TEXT_BYTES:
+        raise InvalidArgument(f"larger than {MAX_TEXT_BYTES} bytes", field=field)
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InvalidArgument(f"not valid JSON ({exc.msg} at {exc.pos})", field=field) from None
+    except (ValueError, RecursionError) as exc:
+        # An integer past Python's digit limit, or nesting deeper than the decoder's stack.
+        raise InvalidArgument(f"not valid JSON ({type(exc).__name__}: {exc})", field=field) from None
+    if not isinstance(value, dict):
+        raise InvalidArgument("must be a JSON object", field=field)
+    return text
+
+
+def check_priority(priority: int, field: str = "priority") -> int:
+    """A task priority in ``[0, MAX_PRIORITY]``; higher is claimed first."""
+    if not 0 <= priority <= MAX_PRIORITY:
+        raise InvalidArgument(f"{priority} is outside [0, {MAX_PRIORITY}]", field=field)
+    return priority
+
+
+def check_execute_steps(value: int, field: str) -> int:
+    """Actions executed per chunk in ``[0, MAX_EXECUTE_STEPS]`` (0: the whole chunk)."""
+    if not 0 <= value <= MAX_EXECUTE_STEPS:
+        raise InvalidArgument(f"{value} is outside [0, {MAX_EXECUTE_STEPS}] (0: the whole chunk)", field=field)
+    return value
+
+
+def check_checkpoint(value: str, field: str) -> str:
+    """A checkpoint identity digest a submission pins or a worker serves; empty: none."""
+    if len(value) > MAX_CHECKPOINT_CHARS or any(c.isspace() for c in value):
+        raise InvalidArgument(f"must be at most {MAX_CHECKPOINT_CHARS} characters without spaces", field=field)
+    return value
+
+
+def check_manifest_hash(value: str, field: str) -> str:
+    """A manifest's name: the sha256 of its canonical bytes."""
+    if not is_hash(value):
+        raise InvalidArgument("must be 64 lowercase hex characters", field=field)
+    return value
+
+
+def check_sha256(value: str, field: str) -> str:
+    """An artifact's name: the sha256 of its bytes."""
+    if not is_hash(value):
+        raise InvalidArgument("must be 64 lowercase hex characters (a sha256)", field=field)
+    return value
+
+
+def check_artifact_kind(value: str, field: str) -> str:
+    """What an artifact is (``video``): lowercase, short, safe in a file name."""
+    return check_id(value, field, ARTIFACT_KIND_RE)
+
+
+def check_media_type(value: str, field: str) -> str:
+    """An artifact's media type (``video/mp4``), later sent to browsers as its Content-Type."""
+    return check_id(value, field, MEDIA_TYPE_RE)
+
+
+def check_failure_reason(reason: int, field: str = "reason") -> int:
+    """A reason a worker may give: a defined FailureReason other than the scheduler's own."""
+    if reason not in pb.FailureReason.values():
+        raise InvalidArgument(f"{reason} is not a FailureReason", field=field)
+    if reason == pb.FAILURE_REASON_LEASE_EXPIRED:
+        raise InvalidArgument("FAILURE_REASON_LEASE_EXPIRED is set by the scheduler only", field=field)
+    return reason
+
+
+def lease_ref(ref: pb.LeaseRef, field: str = "lease") -> tuple[str, int]:
+    """The task and fencing token of a worker's write about a task under its lease."""
+    if not ref.task_id:
+        raise InvalidArgument("is required", field=f"{field}.task_id")
+    if ref.fencing_token < 1:
+        raise InvalidArgument("must be >= 1 (as returned by Claim)", field=f"{field}.fencing_token")
+    return ref.task_id, ref.fencing_token
+
+
+def episode_result(result: pb.EpisodeResult, field: str) -> pb.EpisodeResult:
+    """One episode's result as a worker reports it (``ReportEpisode``, or with ``Complete``)."""
+    if not math.isfinite(result.wall_seconds) or result.wall_seconds < 0:
+        raise InvalidArgument("must be a finite number >= 0", field=f"{field}.wall_seconds")
+    check_text(result.trace_digest, f"{field}.trace_digest", MAX_SHORT_TEXT_BYTES)
+    check_json_object(result.info_json, f"{field}.info_json")
+    if result.HasField("execute_steps"):
+        check_execute_steps(result.execute_steps, f"{field}.execute_steps")
+    if result.HasField("remote"):
+        check_text(result.remote.dialect, f"{field}.remote.dialect", MAX_REMOTE_DIALECT_BYTES)
+        check_text(result.remote.url, f"{field}.remote.url", MAX_REMOTE_URL_BYTES)
+        check_text(result.remote.handshake_sha256, f"{field}.remote.handshake_sha256", MAX_SHORT_TEXT_BYTES)
+    return result
+
+
+# ---------------------------------------------------------------------------------------------
+# Requests, one function per RPC, in the order of the service.
+
+
+def put_manifest(request: pb.PutManifestRequest) -> None:
+    """A manifest upload; whether the body is a sealed manifest is the store's to say."""
+    if not request.body:
+        raise InvalidArgument("is empty", field="body")
+    if len(request.body) > MAX_MANIFEST_BYTES:
+        raise InvalidArgument(f"larger than {MAX_MANIFEST_BYTES} bytes", field="body")
+    if request.expected_hash:
+        check_manifest_hash(request.expected_hash, "expected_hash")
+
+
+def get_manifest(request: pb.GetManifestRequest) -> str:
+    """The hash of the manifest asked for."""
+    return check_manifest_hash(request.hash, "hash")
+
+
+@dataclass(frozen=True)
+class Submission:
+    """A checked ``SubmitRequest``: its id, what it stands for, and what may change later."""
+
+    submission_id: str
+    definition: SubmissionDefinition
+    priority: int
+    labels_json: str
+
+
+def submit(request: pb.SubmitRequest) -> Submission:
+    check_id(request.submission_id, "submission_id")
+    if not request.manifest_hashes:
+        raise InvalidArgument("at least one manifest is required", field="manifest_hashes")
+    for i, manifest_hash in enumerate(request.manifest_hashes):
+        check_manifest_hash(manifest_hash, f"manifest_hashes[{i}]")
+    check_id(request.route, "route")
+    if not 1 <= request.batch_size <= MAX_BATCH_EPISODES:
+        raise InvalidArgument(f"{request.batch_size} is outside [1, {MAX_BATCH_EPISODES}]", field="batch_size")
+    if not 1 <= request.max_attempts <= MAX_ATTEMPTS:
+        raise InvalidArgument(f"{request.max_attempts} is outside [1, {MAX_ATTEMPTS}]", field="max_attempts")
+    check_priority(request.priority)
+    labels = check_json_object(request.labels_json, "labels_json")
+    definition = SubmissionDefinition(
+        manifest_hashes=tuple(request.manifest_hashes),
+        route=request.route,
+        batch_size=request.batch_size,
+        max_attempts=request.max_attempts,
+        checkpoint=check_checkpoint(request.checkpoint, "checkpoint"),
+        execute_steps=(
+            check_execute_steps(request.execute_steps, "execute_steps") if request.HasField("execute_steps") else None
+        ),
+    )
+    return Submission(request.submission_id, definition, request.priority, labels)
+
+
+@dataclass(frozen=True)
+class Registration:
+    """A checked ``RegisterWorkerRequest``."""
+
+    worker_id: str
+    host: str
+    gpu_uuid: str
+    routes: list[str]
+    versions_json: str
+
+
+def register_worker(request: pb.RegisterWorkerRequest) -> Registration:
+    check_worker_id(request.worker_id)
+    for i, route in enumerate(request.routes):
+        check_id(route, f"routes[{i}]")
+    versions = check_json_object(request.versions_json, "versions_json")
+    host = check_text(request.host, "host", MAX_SHORT_TEXT_BYTES)
+    gpu_uuid = check_text(request.gpu_uuid, "gpu_uuid", MAX_SHORT_TEXT_BYTES)
+    return Registration(request.worker_id, host, gpu_uuid, list(request.routes), versions)
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A checked ``ClaimRequest``: who claims, on which routes, serving which checkpoints."""
+
+    worker_id: str
+    routes: list[str]
+    checkpoints: list[str]
+
+
+def claim(request: pb.ClaimRequest, prefix: str = "") -> Claim:
+    """A claim by itself (``Claim``), or inside ``Complete`` (``prefix`` ``"claim_next."``)."""
+    check_worker_id(request.worker_id, f"{prefix}worker_id")
+    if not request.routes:
+        raise InvalidArgument("at least one route is required", field=f"{prefix}routes")
+    for i, route in enumerate(request.routes):
+        check_id(route, f"{prefix}routes[{i}]")
+    for i, checkpoint in enumerate(request.checkpoints):
+        check_checkpoint(checkpoint, f"{prefix}checkpoints[{i}]")
+    return Claim(request.worker_id, list(request.routes), list(request.checkpoints))
+
+
+def heartbeat(request: pb.HeartbeatRequest) -> tuple[str, int, str]:
+    """(task id, fencing token, worker id: empty when not given)."""
+    task_id, token = lease_ref(request.lease)
+    if request.worker_id:
+        check_worker_id(request.worker_id)
+    return task_id, token, request.worker_id
+
+
+def report_episode(request: pb.ReportEpisodeRequest) -> tuple[str, int, pb.EpisodeResult]:
+    """(task id, fencing token, the result)."""
+    task_id, token = lease_ref(request.lease)
+    if not request.HasField("result"):
+        raise InvalidArgument("is required", field="result")
+    return task_id, token, episode_result(request.result, "result")
+
+
+@dataclass(frozen=True)
+class Completion:
+    """A checked ``CompleteRequest``: the task's last results, and the claim of the next one."""
+
+    task_id: str
+    fencing_token: int
+    result_json: str
+    episodes: list[pb.EpisodeResult]
+    claim_next: Claim | None
+
+
+def complete(request: pb.CompleteRequest) -> Completion:
+    task_id, token = lease_ref(request.lease)
+    result = check_json_object(request.result_json, "result_json")
+    episodes = [episode_result(r, f"results[{i}]") for i, r in enumerate(request.results)]
+    claim_next = claim(request.claim_next, "claim_next.") if request.HasField("claim_next") else None
+    return Completion(task_id, token, result, episodes, claim_next)
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A checked ``FailRequest``."""
+
+    task_id: str
+    fencing_token: int
+    error: str
+    reason: int
+    retryable: bool
+
+
+def fail(request: pb.FailRequest) -> Failure:
+    task_id, token = lease_ref(request.lease)
+    error = check_text(request.error, "error")
+    reason = check_failure_reason(request.reason)
+    return Failure(task_id, token, error, reason, request.retryable)
+
+
+def release(request: pb.ReleaseRequest) -> tuple[str, int, str]:
+    """(task id, fencing token, the reason given)."""
+    task_id, token = lease_ref(request.lease)
+    return task_id, token, check_text(request.reason, "reason")
+
+
+def get_status(request: pb.GetStatusRequest) -> str:
+    """The submission asked about; empty: every one."""
+    if request.submission_id:
+        check_id(request.submission_id, "submission_id")
+    return request.submission_id
+
+
+def get_summary(request: pb.GetSummaryRequest) -> str:
+    return check_id(request.submission_id, "submission_id")
+
+
+def list_tasks(request: pb.ListTasksRequest) -> int:
+    """How many tasks to return at most."""
+    if request.limit > MAX_LIST_TASKS:
+        raise InvalidArgument(f"{request.limit} is above {MAX_LIST_TASKS}", field="limit")
+    return request.limit or DEFAULT_LIST_TASKS
+
+
+def get_task(request: pb.GetTaskRequest) -> str:
+    if not request.task_id:
+        raise InvalidArgument("is required", field="task_id")
+    return check_text(request.task_id, "task_id", MAX_SHORT_TEXT_BYTES)
+
+
+def upload_header(first: pb.UploadArtifactRequest | None) -> Upload:
+    """The first message of an upload (None: the client sent none), which must be its header."""
+    if first is None or not first.HasField("header"):
+        raise InvalidArgument("the first message must be the header", field="header")
+    header = first.header
+    task_id, token = lease_ref(header.lease, "header.lease")
+    return Upload(
+        task_id=task_id,
+        episode_index=header.episode_index,
+        fencing_token=token,
+        kind=check_artifact_kind(header.kind, "header.kind"),
+        media_type=check_media_type(header.media_type, "header.media_type"),
+        sha256=check_sha256(header.sha256, "header.sha256"),
+        size=header.size_bytes,
+    )
+
+
+def upload_chunk(message: pb.UploadArtifactRequest) -> bytes:
+    """A later message of an upload, which must be a chunk of its bytes."""
+    if not message.HasField("chunk"):
+        raise InvalidArgument("only the first message may be a header", field="header")
+    return message.chunk
+
+
+def get_artifact(request: pb.GetArtifactRequest) -> str:
+    return check_sha256(request.sha256, "sha256")
+
+
+def collect_artifacts(request: pb.CollectArtifactsRequest) -> str:
+    return check_id(request.submission_id, "submission_id")
