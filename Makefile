@@ -11,7 +11,7 @@ LEROBOT_PY := $(LEROBOT_VENV)/bin/python
 LEROBOT_STAMP := $(LEROBOT_VENV)/.evalfleet-installed
 PROTO_SRC := $(wildcard protos/evalfleet/v1/*.proto)
 
-.PHONY: demo test test-fast lint protos bench clean iproute2 lerobot-venv
+.PHONY: demo test test-fast lint protos docs bench clean iproute2 lerobot-venv
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -71,6 +71,10 @@ lint: $(INSTALL_STAMP)
 # Regenerates the committed Python code (evalfleet/v1/) from the .proto files (tests fail when it is stale).
 protos: $(INSTALL_STAMP)
 	$(PY) -m grpc_tools.protoc -I protos --python_out=. --pyi_out=. --grpc_python_out=. $(PROTO_SRC)
+
+# Regenerates docs/design.md's layout table from the modules' docstrings (tests fail when it is stale).
+docs: $(INSTALL_STAMP)
+	$(PY) -m scripts.docs_layout
 
 bench: $(INSTALL_STAMP)
 	$(PY) scripts/bench_scheduler.py

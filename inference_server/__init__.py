@@ -1,0 +1,1 @@
+"""The inference server: one verified checkpoint served over gRPC, sessions and batching across them."""

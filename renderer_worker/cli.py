@@ -83,7 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="BENCHMARK.KEY=JSON",
-        help="adapter setting, e.g. synthetic.time_scale=0.01 or libero.camera_size=128",
+        help="adapter setting, e.g. synthetic.time_scale=0.01 or libero.max_idle_envs=4",
     )
     parser.add_argument(
         "--video",

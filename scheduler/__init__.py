@@ -1,0 +1,1 @@
+"""The scheduler: one process over SQLite that owns manifests, tasks, leases and results."""
