@@ -21,7 +21,7 @@ from typing import Any, TextIO
 import numpy as np
 import numpy.typing as npt
 
-from benchmarks.base import ArtifactFile, Benchmark, BenchmarkError, Episode, Executed, Image, Observation
+from benchmarks.base import ArtifactFile, Benchmark, BenchmarkError, Episode, Executed, Image, Observation, StateVector
 from evalfleet.policy_api import errors as policy_errors
 from evalfleet.policy_api.client import PolicyClient, Session
 from evalfleet.scheduler_api.vocabulary import FailureReason
@@ -184,8 +184,9 @@ def _checked_chunk(chunk: npt.NDArray[np.float32], action_dim: int, step: int) -
     return chunk
 
 
-def _for_policy(observation: Observation, job: EpisodeJob) -> tuple[dict[str, Image], dict[str, list[float]]]:
-    """The cameras and state entries the policy declared, from what the benchmark observed."""
+def _for_policy(observation: Observation, job: EpisodeJob) -> tuple[dict[str, Image], dict[str, StateVector]]:
+    """The cameras and state entries the policy declared, from what the benchmark observed: the
+    arrays themselves, encoded once, as they go into the request (``tensors.observation_request``)."""
     missing = [f"camera {name!r}" for name in job.cameras if name not in observation.images]
     missing += [f"state {name!r}" for name in job.state if name not in observation.state]
     if missing:
@@ -195,7 +196,7 @@ def _for_policy(observation: Observation, job: EpisodeJob) -> tuple[dict[str, Im
             f"(it has cameras {sorted(observation.images)}, state {sorted(observation.state)})",
         )
     images = {name: observation.images[name] for name in job.cameras}
-    state = {name: np.asarray(observation.state[name], dtype=np.float64).ravel().tolist() for name in job.state}
+    state = {name: observation.state[name] for name in job.state}
     return images, state
 
 

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from benchmarks.base import Observation
+from evalfleet.policy_api.tensors import observation_request
 from evalfleet.v1 import scheduler_pb2 as pb
 from renderer_worker.cli import parse_adapter_options
 from renderer_worker.episode import EpisodeJob, _checked_chunk, _for_policy
@@ -22,7 +23,10 @@ def test_only_declared_cameras_and_state_are_sent():
         state={"joints": np.arange(3), "object_pos": np.ones(3)},
     )
     images, state = _for_policy(observation, JOB)
-    assert list(images) == ["front"] and state == {"joints": [0.0, 1.0, 2.0]}
+    sent = observation_request(0, 0, images, state).observation
+    assert list(sent.images) == ["front"] and {k: list(v.values) for k, v in sent.state.items()} == {
+        "joints": [0.0, 1.0, 2.0]
+    }
 
 
 def test_a_camera_the_policy_needs_but_the_benchmark_lacks_is_a_policy_error():
