@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from manifests.format import Manifest, ManifestError, content_hash
+from manifests.format import Manifest, verify
 
 # What crosses the adapter contract: camera images H x W x C, state entries, one action row.
 Image = npt.NDArray[np.uint8]
@@ -207,12 +207,12 @@ def observation_digest(observation: Observation) -> str:
 def episode_entry(manifest: Manifest, benchmark: str, index: int) -> dict[str, Any]:
     """Returns entry ``index`` after checking the manifest is intact and meant for this benchmark.
 
-    A Manifest is a plain dataclass that anyone can construct, so its bytes are hashed again here:
-    an adapter must never run episodes of a manifest that is not the one its hash names.
+    A Manifest is a plain dataclass that anyone can construct, so one that ``parse`` did not build is
+    parsed again from its bytes here (``manifests.format.verify``, ManifestError on ``hash`` when
+    they are not the ones its hash names): an adapter must never run episodes of another manifest.
+    One that ``parse`` built had its bytes checked then, so a process that keeps it hashes it once.
     """
-    digest = content_hash(manifest.body)
-    if digest != manifest.hash:
-        raise ManifestError("hash", f"content hashes to {digest}, expected {manifest.hash}")
+    manifest = verify(manifest)
     if manifest.benchmark != benchmark:
         raise BenchmarkError(f"is {manifest.benchmark!r}, this adapter runs {benchmark!r}", field="benchmark")
     if not 0 <= index < len(manifest):

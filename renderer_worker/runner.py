@@ -4,8 +4,9 @@ A crash, a hang or a memory blow-up in one simulator then takes down only its ep
 sees the process end, reports an infrastructure failure, and starts a fresh process. A process runs
 episodes one after another and keeps its adapter (and the simulator the adapter pools) between them,
 since creating a LIBERO environment costs seconds. Each job carries its manifest's bytes, which the
-process verifies against the hash before it rebuilds the episode. Processes are spawned, not forked, so they never
-inherit the worker's gRPC threads.
+process verifies against the hash before it rebuilds the episode: once per manifest, since it keeps
+the manifests it verified last (the adapters then take them as verified, ``manifests.format``).
+Processes are spawned, not forked, so they never inherit the worker's gRPC threads.
 
 Jobs and outcomes cross a local pipe between the worker and its own child process; nothing here
 reads from the network.
@@ -13,6 +14,7 @@ reads from the network.
 
 from __future__ import annotations
 
+import functools
 import logging
 import multiprocessing
 import multiprocessing.connection
@@ -33,6 +35,9 @@ from renderer_worker.episode import EpisodeJob, EpisodeOutcome, run_episode
 from renderer_worker.failures import EpisodeFailure
 
 log = logging.getLogger(__name__)
+
+# Manifests an episode process keeps verified: a slot runs episodes of a few tasks at a time.
+MANIFESTS_KEPT = 8
 
 _CONTEXT = multiprocessing.get_context("spawn")
 
@@ -171,7 +176,10 @@ def _episode_process(
             adapter.close()
 
 
+@functools.lru_cache(maxsize=MANIFESTS_KEPT)
 def _manifest(body: bytes, manifest_hash: str) -> Manifest:
+    """The manifest ``body`` is, verified against ``manifest_hash`` the first time these bytes come
+    (a refusal is not kept: the same bytes are refused again)."""
     try:
         return parse(body, expected_hash=manifest_hash)
     except ManifestError as exc:

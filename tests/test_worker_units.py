@@ -6,8 +6,12 @@ import numpy as np
 import pytest
 
 from benchmarks.base import Observation
+from benchmarks.synthetic.adapter import SyntheticBenchmark
+from benchmarks.synthetic.manifest import build_synthetic
 from evalfleet.policy_api.tensors import observation_request
 from evalfleet.v1 import scheduler_pb2 as pb
+from manifests import format as mf
+from renderer_worker import runner
 from renderer_worker.cli import parse_adapter_options
 from renderer_worker.episode import EpisodeJob, _checked_chunk, _for_policy
 from renderer_worker.failures import EpisodeFailure
@@ -56,3 +60,22 @@ def test_adapter_options_parse_json_values():
     }
     with pytest.raises(ValueError, match="BENCHMARK.KEY=VALUE"):
         parse_adapter_options(["time_scale=1"])
+
+
+def test_an_episode_process_hashes_each_manifest_once(monkeypatch):
+    """The bytes of a manifest come with every job; they are hashed the first time only, and the
+    adapter takes the manifest so verified as it is."""
+    manifest = build_synthetic(3, seed=23)
+    hashed: list[int] = []
+    content_hash = mf.content_hash
+    monkeypatch.setattr(mf, "content_hash", lambda body: hashed.append(len(body)) or content_hash(body))
+    runner._manifest.cache_clear()
+    adapter = SyntheticBenchmark()
+    for index in range(len(manifest)):
+        body = bytes(bytearray(manifest.body))  # a new object per job, as each comes off the pipe
+        adapter.open_episode(runner._manifest(body, manifest.hash), index).close()
+    assert hashed == [len(manifest.body)]
+    tampered = manifest.body.replace(b"synthetic-default-000001", b"synthetic-default-000009")
+    with pytest.raises(EpisodeFailure) as caught:
+        runner._manifest(tampered, manifest.hash)
+    assert caught.value.reason == pb.FAILURE_REASON_BENCHMARK_ERROR and "hash" in str(caught.value)
