@@ -85,8 +85,9 @@ class ArtifactFile:
 class EpisodeVerdict:
     """What the benchmark says of an episode: success, steps taken and the digest of its trace.
 
-    Named apart from the wire's `evalfleet.v1.EpisodeResult`, which the worker builds from this
-    plus the wall time and the episode log.
+    The benchmark's word only: the wire's `evalfleet.v1.EpisodeResult` is built from it, once, in
+    the worker's episode process, which adds how the episode ran (its index, wall time, actions run
+    per chunk, log).
     """
 
     success: bool

@@ -31,16 +31,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
-from evalfleet.scheduler_api.client import SchedulerClient, claim_request, episode_result
+from evalfleet.scheduler_api.client import SchedulerClient, claim_request
 from evalfleet.scheduler_api.errors import InvalidArgument, NotFound, SchedulerError, StaleLease, Unavailable
 from evalfleet.scheduler_api.vocabulary import FailureReason
 from evalfleet.v1 import scheduler_pb2 as pb
 from manifests.format import Manifest, ManifestError, parse
-from renderer_worker.episode import EpisodeJob, EpisodeOutcome
+from renderer_worker.episode import EpisodeEnded, EpisodeJob
 from renderer_worker.failures import EpisodeFailure
 from renderer_worker.lease_keeper import LeaseKeeper, LeaseLost
 from renderer_worker.policy_endpoints import PolicyEndpoints
-from renderer_worker.runner import EpisodeEnded, EpisodeRunner
+from renderer_worker.runner import EpisodeRunner
 from renderer_worker.task_lifecycle import Action, Complete, Drop, Fail, HeldTask, Phase, Release, Report, Wait
 from renderer_worker.uploads import Uploader, UploadsDone
 
@@ -289,27 +289,13 @@ class Worker:
         task = self._tasks.get(event.job.task_id)
         if task is None or event.job.index not in task.running:
             return  # its task was lost, cancelled or handed back meanwhile
-        if event.outcome is not None:
-            self._uploads.submit(task.lease, event.job.index, event.outcome.artifacts)
-            self._carry_out(task, task.episode_ended(self._result(event.job, event.outcome)))
+        if event.result is not None:
+            self._uploads.submit(task.lease, event.job.index, event.artifacts)
+            self._carry_out(task, task.episode_ended(event.result))
         else:
             assert event.failure is not None
             log.warning("episode %d of %s failed: %s", event.job.index, task.lease.task_id, event.failure)
             self._carry_out(task, task.episode_failed(event.job.index, event.failure))
-
-    @staticmethod
-    def _result(job: EpisodeJob, outcome: EpisodeOutcome) -> pb.EpisodeResult:
-        """An episode's result with how it was run: the actions executed per chunk (the task adds
-        the remote policy server, if one answered). ``Complete`` carries it, or ``ReportEpisode``."""
-        return episode_result(
-            job.index,
-            outcome.success,
-            steps=outcome.steps,
-            wall_seconds=outcome.wall_seconds,
-            trace_digest=outcome.trace_digest,
-            info=outcome.info,
-            execute_steps=job.execute_steps,
-        )
 
     def _enforce_deadlines(self) -> None:
         now = time.monotonic()
