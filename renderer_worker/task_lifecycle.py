@@ -40,8 +40,9 @@ from renderer_worker.failures import EpisodeFailure
 
 
 class Phase(enum.Enum):
-    """Where a held task stands. The completing phases and ``REPORTING_LAST`` last only while the
-    loop's call to the scheduler is under way: no event from outside reaches a task in them."""
+    """Where a held task stands. ``LEASED`` lasts until the loop holds the task (``taken``), the
+    completing phases and ``REPORTING_LAST`` only while the loop's call to the scheduler is under
+    way: no event from the queue reaches a task in them."""
 
     # Just leased: nothing queued yet.
     LEASED = "leased"
