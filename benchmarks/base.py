@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from manifests.format import Manifest, ManifestError, content_hash
+from manifests.format import Manifest, verify
 
 # What crosses the adapter contract: camera images H x W x C, state entries, one action row.
 Image = npt.NDArray[np.uint8]
@@ -85,8 +85,9 @@ class ArtifactFile:
 class EpisodeVerdict:
     """What the benchmark says of an episode: success, steps taken and the digest of its trace.
 
-    Named apart from the wire's `evalfleet.v1.EpisodeResult`, which the worker builds from this
-    plus the wall time and the episode log.
+    The benchmark's word only: the wire's `evalfleet.v1.EpisodeResult` is built from it, once, in
+    the worker's episode process, which adds how the episode ran (its index, wall time, actions run
+    per chunk, log).
     """
 
     success: bool
@@ -207,12 +208,12 @@ def observation_digest(observation: Observation) -> str:
 def episode_entry(manifest: Manifest, benchmark: str, index: int) -> dict[str, Any]:
     """Returns entry ``index`` after checking the manifest is intact and meant for this benchmark.
 
-    A Manifest is a plain dataclass that anyone can construct, so its bytes are hashed again here:
-    an adapter must never run episodes of a manifest that is not the one its hash names.
+    A Manifest is a plain dataclass that anyone can construct, so one that ``parse`` did not build is
+    parsed again from its bytes here (``manifests.format.verify``, ManifestError on ``hash`` when
+    they are not the ones its hash names): an adapter must never run episodes of another manifest.
+    One that ``parse`` built had its bytes checked then, so a process that keeps it hashes it once.
     """
-    digest = content_hash(manifest.body)
-    if digest != manifest.hash:
-        raise ManifestError("hash", f"content hashes to {digest}, expected {manifest.hash}")
+    manifest = verify(manifest)
     if manifest.benchmark != benchmark:
         raise BenchmarkError(f"is {manifest.benchmark!r}, this adapter runs {benchmark!r}", field="benchmark")
     if not 0 <= index < len(manifest):

@@ -14,7 +14,7 @@ import hashlib
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -56,11 +56,17 @@ def is_hash(text: str) -> bool:
 
 @dataclass(frozen=True)
 class Manifest:
-    """A validated manifest and the exact bytes it was read from."""
+    """A validated manifest and the exact bytes it was read from.
+
+    ``verified`` is True only on what ``parse`` returned: its bytes hashed to ``hash`` and ``data``
+    is their parse. A Manifest built any other way (it is a plain dataclass: anyone can construct
+    one, or ``dataclasses.replace`` a field) is not, and ``verify`` parses it again from its bytes.
+    """
 
     body: bytes
     hash: str
     data: Mapping[str, Any]  # as parse() validated it: the properties below read typed fields of it
+    verified: bool = field(default=False, init=False, compare=False, repr=False)
 
     @property
     def benchmark(self) -> str:
@@ -124,7 +130,18 @@ def parse(body: bytes, expected_hash: str | None = None) -> Manifest:
     _validate(data)
     if canonical_bytes(data) != body:
         raise ManifestError("manifest", "not in canonical form (sorted keys, compact separators, UTF-8)")
-    return Manifest(body=body, hash=digest, data=data)
+    manifest = Manifest(body=body, hash=digest, data=data)
+    object.__setattr__(manifest, "verified", True)  # frozen: only parse() vouches for what it hashed
+    return manifest
+
+
+def verify(manifest: Manifest) -> Manifest:
+    """``manifest`` itself when ``parse`` built it, else the manifest its bytes are, checked against
+    its hash: only data that hashes to a manifest's name may decide what runs. A process that keeps
+    what ``parse`` returned (an episode process, between episodes) hashes each manifest once."""
+    if manifest.verified:
+        return manifest
+    return parse(manifest.body, expected_hash=manifest.hash)
 
 
 def _validate(data: Any) -> None:

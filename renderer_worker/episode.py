@@ -14,16 +14,17 @@ import json
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
 import numpy as np
 import numpy.typing as npt
 
-from benchmarks.base import ArtifactFile, Benchmark, BenchmarkError, Episode, Executed, Image, Observation
+from benchmarks.base import ArtifactFile, Benchmark, BenchmarkError, Episode, Executed, Image, Observation, StateVector
 from evalfleet.policy_api import errors as policy_errors
 from evalfleet.policy_api.client import PolicyClient, Session
+from evalfleet.scheduler_api.client import episode_result
 from evalfleet.scheduler_api.vocabulary import FailureReason
 from evalfleet.v1 import policy_pb2
 from evalfleet.v1 import scheduler_pb2 as pb
@@ -56,19 +57,25 @@ class EpisodeJob:
 
 
 @dataclass(frozen=True)
-class EpisodeOutcome:
-    success: bool
-    steps: int
-    trace_digest: str
-    wall_seconds: float
-    info: dict[str, Any] = field(default_factory=dict)
-    # Files the episode produced, for the worker to upload (a video, what the adapter wrote).
+class EpisodeEnded:
+    """How an episode ended, from its process to the worker's loop (``EpisodeRunner`` posts it).
+
+    ``result`` is the wire's ``EpisodeResult``, built once, here, from the benchmark's verdict, the
+    wall time, the actions run per chunk and the episode's log: ``ReportEpisode`` or ``Complete``
+    carries it as it is, with only the remote policy server that answered added by the worker,
+    which alone knows it. ``artifacts`` are the files to upload (a video, what the adapter wrote).
+    With no result, ``failure`` says what stopped the episode.
+    """
+
+    job: EpisodeJob
+    result: pb.EpisodeResult | None
     artifacts: tuple[ArtifactFile, ...] = ()
+    failure: EpisodeFailure | None = None
 
 
 def run_episode(
     job: EpisodeJob, adapter: Benchmark, manifest: Manifest, token: str | None = None, tls_ca: bytes | None = None
-) -> EpisodeOutcome:
+) -> EpisodeEnded:
     """Runs one episode to its end; raises EpisodeFailure for anything but a policy result. ``token``
     and ``tls_ca`` reach the policy server as the worker's own probes do."""
     started = time.monotonic()
@@ -94,8 +101,8 @@ def run_episode(
             session = stack.enter_context(client.open_session(job.expected_digest, meta))
             _write(log, event="start", job=job.__dict__, episode_id=meta.episode_id, instruction=meta.instruction)
             policy_steps = _drive(episode, session, observation, job, log, recorder)
-            result = episode.result()
-            video = recorder.finish(result.success)
+            verdict = episode.result()
+            video = recorder.finish(verdict.success)
         except (BenchmarkError, ManifestError) as exc:
             raise EpisodeFailure(FailureReason.FAILURE_REASON_BENCHMARK_ERROR, str(exc)) from exc
         except policy_errors.PolicyError as exc:
@@ -105,17 +112,25 @@ def run_episode(
         except Exception as exc:
             raise EpisodeFailure(FailureReason.FAILURE_REASON_SIMULATOR_CRASH, f"{type(exc).__name__}: {exc}") from exc
         wall = time.monotonic() - started
-        _write(log, event="end", success=result.success, steps=result.steps, trace_digest=result.trace_digest)
+        _write(log, event="end", success=verdict.success, steps=verdict.steps, trace_digest=verdict.trace_digest)
     info = {
-        **dict(result.info),
+        **dict(verdict.info),
         "episode_id": entry.get("episode_id", ""),
         "instruction": episode.instruction,
         "policy_steps": policy_steps,
         "policy": job.policy_address,
         "log": job.log_path,
     }
-    artifacts = (*result.artifacts, *([video] if video else []))
-    return EpisodeOutcome(result.success, result.steps, result.trace_digest, wall, info, artifacts)
+    result = episode_result(
+        job.index,
+        verdict.success,
+        steps=verdict.steps,
+        wall_seconds=wall,
+        trace_digest=verdict.trace_digest,
+        info=info,
+        execute_steps=job.execute_steps,
+    )
+    return EpisodeEnded(job, result, (*verdict.artifacts, *([video] if video else [])))
 
 
 def _drive(
@@ -184,8 +199,9 @@ def _checked_chunk(chunk: npt.NDArray[np.float32], action_dim: int, step: int) -
     return chunk
 
 
-def _for_policy(observation: Observation, job: EpisodeJob) -> tuple[dict[str, Image], dict[str, list[float]]]:
-    """The cameras and state entries the policy declared, from what the benchmark observed."""
+def _for_policy(observation: Observation, job: EpisodeJob) -> tuple[dict[str, Image], dict[str, StateVector]]:
+    """The cameras and state entries the policy declared, from what the benchmark observed: the
+    arrays themselves, encoded once, as they go into the request (``tensors.observation_request``)."""
     missing = [f"camera {name!r}" for name in job.cameras if name not in observation.images]
     missing += [f"state {name!r}" for name in job.state if name not in observation.state]
     if missing:
@@ -195,7 +211,7 @@ def _for_policy(observation: Observation, job: EpisodeJob) -> tuple[dict[str, Im
             f"(it has cameras {sorted(observation.images)}, state {sorted(observation.state)})",
         )
     images = {name: observation.images[name] for name in job.cameras}
-    state = {name: np.asarray(observation.state[name], dtype=np.float64).ravel().tolist() for name in job.state}
+    state = {name: observation.state[name] for name in job.state}
     return images, state
 
 

@@ -4,15 +4,17 @@ A crash, a hang or a memory blow-up in one simulator then takes down only its ep
 sees the process end, reports an infrastructure failure, and starts a fresh process. A process runs
 episodes one after another and keeps its adapter (and the simulator the adapter pools) between them,
 since creating a LIBERO environment costs seconds. Each job carries its manifest's bytes, which the
-process verifies against the hash before it rebuilds the episode. Processes are spawned, not forked, so they never
-inherit the worker's gRPC threads.
+process verifies against the hash before it rebuilds the episode: once per manifest, since it keeps
+the manifests it verified last (the adapters then take them as verified, ``manifests.format``).
+Processes are spawned, not forked, so they never inherit the worker's gRPC threads.
 
-Jobs and outcomes cross a local pipe between the worker and its own child process; nothing here
-reads from the network.
+Jobs, and how each ended (``EpisodeEnded``), cross a local pipe between the worker and its own
+child process; nothing here reads from the network.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import multiprocessing
 import multiprocessing.connection
@@ -22,29 +24,21 @@ import signal
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import benchmarks
 from benchmarks.base import Benchmark, BenchmarkError
 from evalfleet.scheduler_api.vocabulary import FailureReason
 from manifests.format import Manifest, ManifestError, parse
-from renderer_worker.episode import EpisodeJob, EpisodeOutcome, run_episode
+from renderer_worker.episode import EpisodeEnded, EpisodeJob, run_episode
 from renderer_worker.failures import EpisodeFailure
 
 log = logging.getLogger(__name__)
 
+# Manifests an episode process keeps verified: a slot runs episodes of a few tasks at a time.
+MANIFESTS_KEPT = 8
+
 _CONTEXT = multiprocessing.get_context("spawn")
-
-
-@dataclass(frozen=True)
-class EpisodeEnded:
-    """Posted to the worker's event queue when an episode ends, with its outcome or its failure."""
-
-    runner: EpisodeRunner
-    job: EpisodeJob
-    outcome: EpisodeOutcome | None
-    failure: EpisodeFailure | None
 
 
 class EpisodeRunner:
@@ -119,7 +113,7 @@ class EpisodeRunner:
         threading.Thread(target=self._read, args=(process, parent), name=f"runner-{self.slot}", daemon=True).start()
 
     def _read(self, process: multiprocessing.process.BaseProcess, conn: multiprocessing.connection.Connection) -> None:
-        """Relays each outcome to the worker; a process that dies mid-episode is a simulator crash."""
+        """Relays how each episode ended to the worker; a process that dies mid-episode is a simulator crash."""
         while True:
             try:
                 kind, payload = conn.recv()
@@ -130,10 +124,10 @@ class EpisodeRunner:
                 continue
             self.job = None
             if kind == "ok":
-                self._events.put(EpisodeEnded(self, job, payload, None))
+                self._events.put(payload)  # as the episode process built it
             else:
                 reason, message = payload
-                self._events.put(EpisodeEnded(self, job, None, EpisodeFailure(reason, message)))
+                self._events.put(EpisodeEnded(job, None, failure=EpisodeFailure(reason, message)))
         process.join()
         job = self.job
         if job is not None and process is self._process:
@@ -141,7 +135,7 @@ class EpisodeRunner:
             failure = EpisodeFailure(
                 FailureReason.FAILURE_REASON_SIMULATOR_CRASH, f"episode process exited with code {process.exitcode}"
             )
-            self._events.put(EpisodeEnded(self, job, None, failure))
+            self._events.put(EpisodeEnded(job, None, failure=failure))
 
 
 def _episode_process(
@@ -171,7 +165,10 @@ def _episode_process(
             adapter.close()
 
 
+@functools.lru_cache(maxsize=MANIFESTS_KEPT)
 def _manifest(body: bytes, manifest_hash: str) -> Manifest:
+    """The manifest ``body`` is, verified against ``manifest_hash`` the first time these bytes come
+    (a refusal is not kept: the same bytes are refused again)."""
     try:
         return parse(body, expected_hash=manifest_hash)
     except ManifestError as exc:

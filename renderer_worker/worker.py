@@ -6,13 +6,13 @@ run at once, from one task or several: the worker claims the next task as soon a
 slot that the tasks it holds cannot fill, so render slots do not idle while a task's last episodes
 finish.
 
-A task ends in one of four ways: every episode has a stored result (``Complete``, which carries the
-task's last result and, when a slot is free, claims the next task: one round trip instead of
-ReportEpisode, Complete and Claim); an episode hit an infrastructure failure (the task's other
-episodes stop being started, those running finish and are reported, then ``Fail`` with the reason,
-retryable unless the manifest itself is at fault); the lease was lost or the task cancelled (its
-episodes are killed, nothing more is written); or the worker is shutting down (``Release``: the task
-goes back without spending an attempt, as does one leased while the stop was requested).
+What becomes of a held task is written as a table, ``renderer_worker.task_lifecycle``: each event
+(an episode ended, a report stored, a Complete refused, a stop) goes to the task, which returns the
+action to carry out (report a result, complete, fail, release, drop it); this module does the I/O
+and feeds what came of each call back to the task. A task ends with ``Complete`` (which carries its
+last result and, when a slot is free, claims the next task: one round trip instead of ReportEpisode,
+Complete and Claim), ``Fail`` after an infrastructure failure, nothing more when its lease was lost,
+or ``Release`` when the worker is shutting down, which also hands back a task leased meanwhile.
 
 Files the episodes produced (videos) are uploaded on a thread of their own (``uploads.py``), under
 the lease that ran them, while the next episodes run. A task whose episodes have all ended is ended
@@ -26,22 +26,22 @@ import logging
 import queue
 import signal
 import time
-from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
-from evalfleet.scheduler_api.client import SchedulerClient, claim_request, episode_result
+from evalfleet.scheduler_api.client import SchedulerClient, claim_request
 from evalfleet.scheduler_api.errors import InvalidArgument, NotFound, SchedulerError, StaleLease, Unavailable
 from evalfleet.scheduler_api.vocabulary import FailureReason
 from evalfleet.v1 import scheduler_pb2 as pb
 from manifests.format import Manifest, ManifestError, parse
-from renderer_worker.episode import EpisodeJob, EpisodeOutcome
+from renderer_worker.episode import EpisodeEnded, EpisodeJob
 from renderer_worker.failures import EpisodeFailure
 from renderer_worker.lease_keeper import LeaseKeeper, LeaseLost
 from renderer_worker.policy_endpoints import PolicyEndpoints
-from renderer_worker.runner import EpisodeEnded, EpisodeRunner
+from renderer_worker.runner import EpisodeRunner
+from renderer_worker.task_lifecycle import Action, Complete, Drop, Fail, HeldTask, Phase, Release, Report, Wait
 from renderer_worker.uploads import Uploader, UploadsDone
 
 log = logging.getLogger(__name__)
@@ -70,31 +70,6 @@ class WorkerConfig:
     # whether it shows every physics step instead of what the policy was shown.
     video: str = "none"
     video_every_step: bool = False
-
-
-@dataclass
-class HeldTask:
-    """A leased task and where each of its episodes stands."""
-
-    lease: pb.Lease
-    manifest: Manifest
-    unstarted: deque[int]
-    running: set[int] = field(default_factory=set)
-    reported: set[int] = field(default_factory=set)
-    failure: EpisodeFailure | None = None
-    # The remote policy server that serves each running episode, recorded with its result.
-    remotes: dict[int, pb.RemotePolicy | None] = field(default_factory=dict)
-    # False once the scheduler refused a Complete of this task (INVALID_ARGUMENT): the claim it
-    # carried may be what it refused, so the task's Complete goes again without one.
-    claim_with_complete: bool = True
-    # The task's last result, which its Complete carries once the task's uploads are done.
-    last_result: pb.EpisodeResult | None = None
-    # Every episode has ended; the task ends when its uploads are done (``UploadsDone``).
-    awaiting_uploads: bool = False
-
-    @property
-    def finished_running(self) -> bool:
-        return not self.running and not self.unstarted
 
 
 @dataclass(frozen=True)
@@ -213,7 +188,7 @@ class Worker:
         return sum(runner.idle for runner in self._runners)
 
     def _startable(self) -> int:
-        return sum(len(task.unstarted) for task in self._tasks.values() if task.failure is None)
+        return sum(task.startable for task in self._tasks.values())
 
     def _claim_while_slots_idle(self) -> None:
         while self._startable() < self._idle_slots() and time.monotonic() >= self._next_claim_at:
@@ -258,15 +233,14 @@ class Worker:
             log.warning("claimed %s but cannot run it: %s", lease.task_id, failure)
             self._fail_lease(lease, failure)
             return True
-        task = HeldTask(lease, manifest, deque(lease.episodes))
+        task = HeldTask(lease, manifest, lambda: self._uploads.pending(lease) and self._within_grace())
         self._tasks[lease.task_id] = task
         assert self._keeper is not None
         self._keeper.hold(lease)
         # Logged once held, manifest in hand: from here the task needs the scheduler only for
         # heartbeats and reports (the multi-host tests partition a worker on this line).
         log.info("claimed %s (attempt %d, episodes %s)", lease.task_id, lease.attempt, list(lease.episodes))
-        if task.finished_running:
-            self._finish(task)
+        self._carry_out(task, task.taken())
         return True
 
     def _manifest(self, manifest_hash: str) -> Manifest:
@@ -282,21 +256,18 @@ class Worker:
         for runner in self._runners:
             if not runner.idle:
                 continue
-            task = next((t for t in self._tasks.values() if t.unstarted and t.failure is None), None)
+            task = next((t for t in self._tasks.values() if t.startable), None)
             if task is None:
                 return
             endpoint = self._policies.choose(task.lease.checkpoint)
             if endpoint is None:
-                self._fail_task(
-                    task,
-                    EpisodeFailure(
-                        FailureReason.FAILURE_REASON_POLICY_UNAVAILABLE,
-                        f"no reachable policy server serves checkpoint {task.lease.checkpoint or '(any)'}",
-                    ),
+                failure = EpisodeFailure(
+                    FailureReason.FAILURE_REASON_POLICY_UNAVAILABLE,
+                    f"no reachable policy server serves checkpoint {task.lease.checkpoint or '(any)'}",
                 )
+                self._carry_out(task, task.cannot_start(failure))
                 continue
-            index = task.unstarted.popleft()
-            task.running.add(index)
+            index = task.episode_started(endpoint.remote).index
             job = EpisodeJob(
                 task_id=task.lease.task_id,
                 manifest_hash=task.lease.manifest_hash,
@@ -312,51 +283,72 @@ class Worker:
                 video_path=str(self.config.output / task.lease.task_id / f"episode-{index:06d}.mp4"),
                 video_every_step=self.config.video_every_step,
             )
-            task.remotes[index] = endpoint.remote
             runner.start(job, task.manifest)
 
     def _episode_ended(self, event: EpisodeEnded) -> None:
         task = self._tasks.get(event.job.task_id)
         if task is None or event.job.index not in task.running:
             return  # its task was lost, cancelled or handed back meanwhile
-        task.running.discard(event.job.index)
-        if event.outcome is not None:
-            self._uploads.submit(task.lease, event.job.index, event.outcome.artifacts)
-            result = self._result(task, event.job, event.outcome)
-            if self._completes(task, event.job.index):
-                task.last_result = result  # the task's Complete carries it (see _finish)
-            else:
-                self._report(task, result)
+        if event.result is not None:
+            self._uploads.submit(task.lease, event.job.index, event.artifacts)
+            self._carry_out(task, task.episode_ended(event.result))
         else:
             assert event.failure is not None
             log.warning("episode %d of %s failed: %s", event.job.index, task.lease.task_id, event.failure)
-            self._fail_task(task, event.failure)
-        if task.lease.task_id in self._tasks and task.finished_running:
-            self._finish(task)
+            self._carry_out(task, task.episode_failed(event.job.index, event.failure))
 
-    @staticmethod
-    def _completes(task: HeldTask, index: int) -> bool:
-        """Whether the result of episode ``index`` is the task's last one: it goes with ``Complete``."""
-        return task.failure is None and task.finished_running and task.reported | {index} >= set(task.lease.episodes)
+    def _enforce_deadlines(self) -> None:
+        now = time.monotonic()
+        if now > self._grace_deadline:
+            for waiting in [t for t in self._tasks.values() if t.phase is Phase.AWAITING_UPLOADS]:
+                log.warning("task %s ends with uploads pending: the grace period is over", waiting.lease.task_id)
+                self._carry_out(waiting, waiting.grace_over())
+        for runner in self._runners:
+            job = runner.job
+            if job is None:
+                continue
+            overdue = now - runner.started_at > self.config.episode_timeout_s
+            if overdue or now > self._grace_deadline:
+                runner.kill()
+                task = self._tasks.get(job.task_id)
+                if task is None:
+                    continue
+                if overdue:
+                    message = f"episode {job.index} ran past {self.config.episode_timeout_s}s"
+                    failure = EpisodeFailure(FailureReason.FAILURE_REASON_TIMEOUT, message)
+                    self._carry_out(task, task.episode_failed(job.index, failure))
+                else:
+                    self._carry_out(task, task.episode_killed(job.index))
 
-    def _result(self, task: HeldTask, job: EpisodeJob, outcome: EpisodeOutcome) -> pb.EpisodeResult:
-        """An episode's result with how it was run: the actions executed per chunk and the remote
-        policy server, if one answered. ``Complete`` carries it, or ``ReportEpisode`` alone."""
-        return episode_result(
-            job.index,
-            outcome.success,
-            steps=outcome.steps,
-            wall_seconds=outcome.wall_seconds,
-            trace_digest=outcome.trace_digest,
-            info=outcome.info,
-            execute_steps=job.execute_steps,
-            remote=task.remotes.get(job.index),
-        )
+    # Carrying out what a task's events ask for ----------------------------------------------
+
+    def _carry_out(self, task: HeldTask, action: Action) -> None:
+        """Does what ``action`` says (see ``renderer_worker.task_lifecycle``); the calls it makes
+        feed their outcome back to the task as its next event."""
+        if isinstance(action, Wait):
+            return
+        if isinstance(action, Report):
+            self._report(task, action.result)
+        elif isinstance(action, Complete):
+            self._complete(task, action)
+        elif isinstance(action, Fail):
+            self._forget(task)
+            self._fail_lease(task.lease, action.failure)
+        elif isinstance(action, Release):
+            self._forget(task)
+            lease = task.lease
+            self._end_lease(lease, lambda: self._scheduler.release(lease, "worker shutting down"))
+        elif isinstance(action, Drop):
+            for runner in self._runners:
+                if runner.job is not None and runner.job.task_id == task.lease.task_id:
+                    runner.kill()
+            self._forget(task)
+        else:
+            _unreachable(action)
 
     def _report(self, task: HeldTask, result: pb.EpisodeResult) -> None:
         """Stores an episode's result on its own (``ReportEpisode``)."""
         lease, index = task.lease, result.episode_index
-        task.remotes.pop(index, None)
         try:
             self._retry(lambda: self._scheduler.report_result(lease, result))
         except (StaleLease, NotFound, Unavailable) as exc:
@@ -368,85 +360,28 @@ class Worker:
                 FailureReason.FAILURE_REASON_BENCHMARK_ERROR, f"episode {index}: result refused: {exc}"
             )
             log.warning("%s: %s", task.lease.task_id, failure)
-            self._fail_task(task, failure)
+            self._carry_out(task, task.report_refused(failure))
             return
-        task.reported.add(index)
-
-    def _fail_task(self, task: HeldTask, failure: EpisodeFailure) -> None:
-        """Stops starting the task's episodes; it fails once those running have ended."""
-        if task.failure is None:
-            task.failure = failure
-        task.unstarted.clear()
-        if task.finished_running:
-            self._finish(task)
-
-    def _enforce_deadlines(self) -> None:
-        now = time.monotonic()
-        if now > self._grace_deadline:
-            for waiting in [t for t in self._tasks.values() if t.awaiting_uploads]:
-                log.warning("task %s ends with uploads pending: the grace period is over", waiting.lease.task_id)
-                self._finish(waiting)
-        for runner in self._runners:
-            job = runner.job
-            if job is None:
-                continue
-            overdue = now - runner.started_at > self.config.episode_timeout_s
-            if overdue or now > self._grace_deadline:
-                runner.kill()
-                task = self._tasks.get(job.task_id)
-                if task is None:
-                    continue
-                task.running.discard(job.index)
-                if overdue:
-                    message = f"episode {job.index} ran past {self.config.episode_timeout_s}s"
-                    self._fail_task(task, EpisodeFailure(FailureReason.FAILURE_REASON_TIMEOUT, message))
-                elif task.finished_running:
-                    self._finish(task)
-
-    # Ending tasks ---------------------------------------------------------------------------
-
-    def _finish(self, task: HeldTask) -> None:
-        """Ends a task whose episodes have all stopped, once its uploads are done (or the grace
-        period is over): complete, fail or release it."""
-        lease, failure = task.lease, task.failure
-        task.awaiting_uploads = self._uploads.pending(lease) and time.monotonic() <= self._grace_deadline
-        if task.awaiting_uploads:
-            return  # _uploads_done comes back here
-        if failure is None and task.last_result is not None:
-            result, task.last_result = task.last_result, None
-            if self._complete(task, [result]):
-                return
-            # Complete refused it (nothing stored): sent alone, so ReportEpisode says what it
-            # refuses, as it always has; then the task ends as usual, if it is still held.
-            self._report(task, result)
-            if lease.task_id in self._tasks:
-                self._finish(task)
-            return
-        self._drop(lease.task_id)
-        if failure is not None:
-            self._fail_lease(lease, failure)
-        elif task.reported >= set(lease.episodes):
-            self._complete(task, [])
-        else:
-            self._end_lease(lease, lambda: self._scheduler.release(lease, "worker shutting down"))
+        self._carry_out(task, task.report_stored(index))
 
     def _uploads_done(self, event: UploadsDone) -> None:
         task = self._tasks.get(event.task_id)
-        if task is not None and task.lease.fencing_token == event.fencing_token and task.awaiting_uploads:
-            self._finish(task)
+        if task is not None and task.lease.fencing_token == event.fencing_token:
+            self._carry_out(task, task.uploads_done())
 
-    def _complete(self, task: HeldTask, results: Sequence[pb.EpisodeResult]) -> bool:
-        """Completes ``task``, storing ``results`` (its last) in the same write, and claims the next
-        task in the same round trip when a slot is free and no stop is requested.
+    def _complete(self, task: HeldTask, action: Complete) -> None:
+        """Completes ``task``, storing ``action.results`` (its last) in the same write, and claims the
+        next task in the same round trip when the action allows it, a slot is free and no stop is
+        requested.
 
         The call is retried through outages like every write. A retry that finds the task already
         succeeded (an earlier try committed, its answer lost) is refused as stale and changes
         nothing, so no result is stored twice; the task that try leased, unknown here, goes back at
-        its lease's expiry, as after any claim whose answer is lost. False when the scheduler
-        refused the request (INVALID_ARGUMENT: nothing stored) and ``results`` are to be reported
-        on their own; the task is then still held.
+        its lease's expiry, as after any claim whose answer is lost. When the scheduler refuses a
+        Complete that carries results (INVALID_ARGUMENT: nothing stored), the task reports them on
+        their own next.
         """
-        lease, worker_id = task.lease, self.config.worker_id
+        lease, worker_id, results = task.lease, self.config.worker_id, action.results
         if self._has_free_slot():
             self._policies.refresh()
         claim_next: pb.ClaimRequest | None = None
@@ -455,7 +390,7 @@ class Worker:
         def call() -> pb.Lease | None:
             nonlocal claim_next, tries
             # Again on every try: a stop may have been requested.
-            claim_next = self._claim_next() if task.claim_with_complete else None
+            claim_next = self._claim_next() if action.claim else None
             tries += 1
             return self._scheduler.complete(lease, {"worker": worker_id}, episodes=results, claim_next=claim_next)
 
@@ -464,23 +399,22 @@ class Worker:
         except SchedulerError as exc:
             if results and isinstance(exc, InvalidArgument):
                 log.warning("task %s: Complete refused, reporting its last result alone: %s", lease.task_id, exc)
-                task.claim_with_complete = False
-                return False
+                self._carry_out(task, task.complete_refused())
+                return
             if results and isinstance(exc, (StaleLease, NotFound, Unavailable)):
                 # As for a result sent alone: the lease is lost and the result not stored under it.
                 earlier = " (if the task succeeded, an earlier try stored it)" if tries > 1 else ""
                 self._lease_lost(LeaseLost(lease.task_id, lease.fencing_token, f"report not stored: {exc}{earlier}"))
-                return True
-            self._drop(lease.task_id)
+                return
+            self._carry_out(task, task.complete_failed())
             self._not_ended(lease, exc)
-            return True
-        self._drop(lease.task_id)
+            return
+        self._carry_out(task, task.completed())
         log.info("task %s ended%s", lease.task_id, f"; claimed {next_lease.task_id} with it" if next_lease else "")
         if next_lease is not None:
             self._take(next_lease)
         elif claim_next is not None:
             self._next_claim_at = time.monotonic() + self.config.poll_seconds  # nothing pending, as after a Claim
-        return True
 
     def _claim_next(self) -> pb.ClaimRequest | None:
         """The claim ``Complete`` carries: the one ``Claim`` would send now, or None."""
@@ -494,6 +428,10 @@ class Worker:
     def _stop_requested(self) -> bool:
         """True from the moment a stop is requested (a signal handler sets the grace deadline)."""
         return self._stopping or self._grace_deadline != float("inf")
+
+    def _within_grace(self) -> bool:
+        """False once the grace period of a stop is over: nothing is waited for any more."""
+        return time.monotonic() <= self._grace_deadline
 
     def _fail_lease(self, lease: pb.Lease, failure: EpisodeFailure) -> None:
         """Ends the attempt as an infrastructure failure, its reason typed on the wire."""
@@ -525,15 +463,12 @@ class Worker:
         if task is None or task.lease.fencing_token != event.fencing_token:
             return
         log.warning("stopping task %s: %s", event.task_id, event.why)
-        for runner in self._runners:
-            if runner.job is not None and runner.job.task_id == event.task_id:
-                runner.kill()
-        self._drop(event.task_id)
+        self._carry_out(task, task.lease_lost())
 
-    def _drop(self, task_id: str) -> None:
-        self._tasks.pop(task_id, None)
+    def _forget(self, task: HeldTask) -> None:
+        self._tasks.pop(task.lease.task_id, None)
         if self._keeper is not None:
-            self._keeper.drop(task_id)
+            self._keeper.drop(task.lease.task_id)
 
     def _stop(self) -> None:
         if self._stopping:
@@ -541,9 +476,8 @@ class Worker:
         log.info("stopping: no more claims; %d running episodes get %ss", self._running(), self.config.grace_seconds)
         self._stopping = True
         for task in list(self._tasks.values()):
-            task.unstarted.clear()
-            if task.finished_running:
-                self._finish(task)
+            if self._tasks.get(task.task_id) is task:
+                self._carry_out(task, task.stop_requested())
 
     def _running(self) -> int:
         return sum(not runner.idle for runner in self._runners)
@@ -562,3 +496,8 @@ class Worker:
                 log.warning("scheduler unreachable, retrying in %.1fs: %s", delay, exc)
                 time.sleep(delay)
                 delay = min(delay * 2, 5.0)
+
+
+def _unreachable(action: NoReturn) -> NoReturn:
+    """Where mypy proves every kind of action is carried out."""
+    raise AssertionError(f"no way to carry out {action!r}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -65,6 +66,21 @@ def test_non_canonical_and_wrong_hash_refused(tmp_path):
     assert caught.value.field == "hash"
     with pytest.raises(mf.ManifestError, match="NaN|canonical"):
         mf.canonical_bytes({"x": float("nan")})
+
+
+def test_only_what_parse_built_is_taken_as_verified():
+    manifest = build_synthetic(3, seed=2)
+    assert manifest.verified and mf.verify(manifest) is manifest
+    built = mf.Manifest(body=manifest.body, hash=manifest.hash, data=manifest.data)
+    assert not built.verified and built == manifest, "equal, yet not vouched for"
+    again = mf.verify(built)
+    assert again is not built and again.verified and again == manifest
+    assert not dataclasses.replace(manifest, hash="f" * 64).verified
+    with pytest.raises(mf.ManifestError) as caught:
+        mf.verify(dataclasses.replace(manifest, hash="f" * 64))
+    assert caught.value.field == "hash"
+    forged = {**manifest.data, "episodes": [{**e, "success": not e["success"]} for e in manifest.episodes]}
+    assert mf.verify(mf.Manifest(body=manifest.body, hash=manifest.hash, data=forged)).data == manifest.data
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,12 @@ import numpy as np
 import pytest
 
 from benchmarks.base import Observation
+from benchmarks.synthetic.adapter import SyntheticBenchmark
+from benchmarks.synthetic.manifest import build_synthetic
+from evalfleet.policy_api.tensors import observation_request
 from evalfleet.v1 import scheduler_pb2 as pb
+from manifests import format as mf
+from renderer_worker import runner
 from renderer_worker.cli import parse_adapter_options
 from renderer_worker.episode import EpisodeJob, _checked_chunk, _for_policy
 from renderer_worker.failures import EpisodeFailure
@@ -22,7 +27,10 @@ def test_only_declared_cameras_and_state_are_sent():
         state={"joints": np.arange(3), "object_pos": np.ones(3)},
     )
     images, state = _for_policy(observation, JOB)
-    assert list(images) == ["front"] and state == {"joints": [0.0, 1.0, 2.0]}
+    sent = observation_request(0, 0, images, state).observation
+    assert list(sent.images) == ["front"] and {k: list(v.values) for k, v in sent.state.items()} == {
+        "joints": [0.0, 1.0, 2.0]
+    }
 
 
 def test_a_camera_the_policy_needs_but_the_benchmark_lacks_is_a_policy_error():
@@ -52,3 +60,22 @@ def test_adapter_options_parse_json_values():
     }
     with pytest.raises(ValueError, match="BENCHMARK.KEY=VALUE"):
         parse_adapter_options(["time_scale=1"])
+
+
+def test_an_episode_process_hashes_each_manifest_once(monkeypatch):
+    """The bytes of a manifest come with every job; they are hashed the first time only, and the
+    adapter takes the manifest so verified as it is."""
+    manifest = build_synthetic(3, seed=23)
+    hashed: list[int] = []
+    content_hash = mf.content_hash
+    monkeypatch.setattr(mf, "content_hash", lambda body: hashed.append(len(body)) or content_hash(body))
+    runner._manifest.cache_clear()
+    adapter = SyntheticBenchmark()
+    for index in range(len(manifest)):
+        body = bytes(bytearray(manifest.body))  # a new object per job, as each comes off the pipe
+        adapter.open_episode(runner._manifest(body, manifest.hash), index).close()
+    assert hashed == [len(manifest.body)]
+    tampered = manifest.body.replace(b"synthetic-default-000001", b"synthetic-default-000009")
+    with pytest.raises(EpisodeFailure) as caught:
+        runner._manifest(tampered, manifest.hash)
+    assert caught.value.reason == pb.FAILURE_REASON_BENCHMARK_ERROR and "hash" in str(caught.value)

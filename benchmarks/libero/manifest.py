@@ -30,7 +30,7 @@ from benchmarks.libero.runtime import (
     resolve_task,
 )
 from benchmarks.libero.sim import ACTION_DIM, CAMERAS, FixturePoses
-from manifests.format import Manifest
+from manifests.format import Manifest, verify
 
 BENCHMARK = "libero"
 WAIT_ACTION = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, -1.0)
@@ -97,6 +97,7 @@ class EpisodeSpec:
 
 def episode_spec(manifest: Manifest, index: int) -> EpisodeSpec:
     """Checks entry ``index`` against the installed LIBERO; BenchmarkError names the first mismatch."""
+    manifest = verify(manifest)  # what follows reads the data its bytes are, as episode_entry does
     entry = episode_entry(manifest, BENCHMARK, index)
     where = f"episodes[{index}]"
     check_suite(manifest.setting, "setting")

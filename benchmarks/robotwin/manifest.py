@@ -17,7 +17,7 @@ from typing import Any
 from benchmarks.base import BenchmarkError, episode_entry
 from benchmarks.robotwin.config import POLICY_CAMERAS, SETTINGS
 from benchmarks.robotwin.root import EXPECTED_COMMIT
-from manifests.format import Manifest, build, parse
+from manifests.format import Manifest, build, verify
 
 BENCHMARK = "robotwin"
 PROTOCOL: Mapping[str, Any] = {
@@ -97,10 +97,10 @@ def seal(*, task: str, setting: str, entries: list[dict[str, Any]], source: Mapp
 def episode_spec(manifest: Manifest, index: int, commit: str) -> EpisodeSpec:
     """Entry ``index`` of a RoboTwin manifest, after checking it is intact and runnable at ``commit``.
 
-    The manifest is parsed again from its bytes: a Manifest is a plain dataclass, and only data
-    that hashes to the manifest's name may decide what runs.
+    A manifest ``parse`` did not build is parsed again from its bytes: a Manifest is a plain
+    dataclass, and only data that hashes to the manifest's name may decide what runs.
     """
-    manifest = parse(manifest.body, expected_hash=manifest.hash)
+    manifest = verify(manifest)
     data = episode_entry(manifest, BENCHMARK, index)
     if dict(manifest.data["protocol"]) != dict(PROTOCOL):
         raise BenchmarkError(

@@ -13,7 +13,7 @@ per step (no request-iterator thread), which matters most on small machines.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 
 import grpc
 import numpy as np
@@ -172,7 +172,7 @@ class AsyncSession:
     async def act(
         self,
         images: Mapping[str, npt.NDArray[np.generic]],
-        state: Mapping[str, Sequence[float]],
+        state: Mapping[str, npt.ArrayLike],
         step: int,
         executed: int,
     ) -> npt.NDArray[np.float32]:

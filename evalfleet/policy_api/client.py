@@ -17,7 +17,7 @@ import queue
 import threading
 import time
 import weakref
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 
 import grpc
 import numpy as np
@@ -293,7 +293,7 @@ class Session:
     def act(
         self,
         images: Mapping[str, npt.NDArray[np.generic]],
-        state: Mapping[str, Sequence[float]],
+        state: Mapping[str, npt.ArrayLike],
         step: int,
         executed: int,
     ) -> npt.NDArray[np.float32]:

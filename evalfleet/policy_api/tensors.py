@@ -8,7 +8,7 @@ the exact field at fault.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -48,10 +48,12 @@ def decode(tensor: policy_pb2.Tensor, field: str = "tensor") -> npt.NDArray[Any]
 
 
 def observation_request(
-    step: int, executed: int, images: Mapping[str, npt.NDArray[np.generic]], state: Mapping[str, Sequence[float]]
+    step: int, executed: int, images: Mapping[str, npt.NDArray[np.generic]], state: Mapping[str, npt.ArrayLike]
 ) -> policy_pb2.SessionRequest:
     """The wire form of one observation (client side), written in place: building sub-messages
-    and then embedding them would copy every image once more, which costs more than the send."""
+    and then embedding them would copy every image once more, which costs more than the send.
+    Each state entry (an array as the benchmark observed it, or a sequence) is flattened to float64
+    here, once, as it goes into the message."""
     request = policy_pb2.SessionRequest()
     message = request.observation
     message.step = step
