@@ -73,8 +73,8 @@ protos: $(INSTALL_STAMP)
 	$(PY) -m grpc_tools.protoc -I protos --python_out=. --pyi_out=. --grpc_python_out=. $(PROTO_SRC)
 
 bench: $(INSTALL_STAMP)
-	$(PY) scripts/bench_scheduler.py
-	$(PY) scripts/bench_inference.py
+	$(PY) -m scripts.bench.scheduler
+	$(PY) -m scripts.bench.inference
 
 clean:
 	rm -rf $(VENV) $(LEROBOT_VENV) .pytest_cache build *.egg-info

@@ -1,4 +1,4 @@
-"""The Labtasker 2.8.0 side of ``bench_scheduler.py``, run under an environment that has it.
+"""The Labtasker 2.8.0 side of ``scripts.bench.scheduler``, run under an environment that has it.
 
 Labtasker pins its own FastAPI / httpx / SQLAlchemy stack, so it lives in a separate virtual
 environment (``.venv-bench``) and this module runs there as a subprocess of the benchmark. It reuses
@@ -28,9 +28,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from bench_scheduler import (
+from evalfleet.processes import ServiceProcess, free_port
+from scripts.bench.scheduler import (
     START_TIMEOUT_S,
     WARMUP_CLAIMS,
     ClaimCost,
@@ -43,8 +42,6 @@ from bench_scheduler import (
     run_drain,
     stop_on_sigterm,
 )
-
-from evalfleet.processes import ServiceProcess, free_port
 
 T = TypeVar("T")
 ROUTE = "default"
@@ -151,7 +148,7 @@ def claim_costs(tmp: Path, pendings: Sequence[int], claims: int) -> list[ClaimCo
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description="Labtasker side of scripts/bench_scheduler.py")
+    parser = argparse.ArgumentParser(description="Labtasker side of scripts.bench.scheduler")
     parser.add_argument("--tasks", type=int, required=True)
     parser.add_argument("--workers", required=True, help="comma-separated worker counts")
     parser.add_argument("--pending", required=True, help="comma-separated backlogs")

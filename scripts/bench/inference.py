@@ -2,7 +2,7 @@
 
 (a) Per-step round trip on loopback: three 320x240 RGB cameras + 14 floats in, a 50x14 chunk out,
     no-op backend; p50/p99 against the real openpi policy server (openpi-server, serving a no-op
-    numpy policy: scripts/openpi_noop_policy.py) driven by openpi-client's WebsocketClientPolicy,
+    numpy policy: scripts/bench/openpi_noop_policy.py) driven by openpi-client's WebsocketClientPolicy,
     in the same run.
 (b) S concurrent sessions against a backend whose batch costs a flat `--batch-ms` whatever its size
     (as on a GPU that is not saturated): steps/s against S, and the ratio to the model's raw
@@ -13,8 +13,8 @@
     S=1 and S=16 concurrent sessions, against the same policy and processors called directly on
     batches of 1 and 16 in a `.venv-lerobot` process (no server), measured in alternating rounds.
 
-    .venv/bin/pip install -e '.[bench]' && .venv/bin/python scripts/bench_inference.py
-    make lerobot-venv && .venv/bin/python scripts/bench_inference.py --lerobot-only
+    .venv/bin/pip install -e '.[bench]' && .venv/bin/python -m scripts.bench.inference
+    make lerobot-venv && .venv/bin/python -m scripts.bench.inference --lerobot-only
 """
 
 from __future__ import annotations
@@ -35,11 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
 from openpi_client.websocket_client_policy import WebsocketClientPolicy
-from openpi_noop_policy import openpi_server
 
 from evalfleet.local_fleet import policy_argv
 from evalfleet.policy_api import tensors
@@ -48,6 +44,7 @@ from evalfleet.policy_api.client import PolicyClient
 from evalfleet.processes import ServiceProcess, cpu_seconds, free_port
 from evalfleet.v1 import policy_pb2
 from inference_server.checkpoint import seal
+from scripts.bench.openpi_noop_policy import openpi_server
 
 CAMERAS = ("head", "left", "right")
 STATE_DIM, CHUNK, ACTION_DIM = 14, 50, 14
@@ -181,7 +178,7 @@ def throughput(
     return sum(steps) / seconds, mean_batch
 
 
-LEROBOT_TINY = Path(__file__).resolve().parent / "lerobot_tiny.py"
+LEROBOT_TINY = Path(__file__).resolve().parents[1] / "lerobot_tiny.py"
 LIBERO_CAMERAS = ("agentview", "robot0_eye_in_hand")
 
 

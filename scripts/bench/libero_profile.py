@@ -17,7 +17,7 @@ for the policy hop:
   observation), ``env.step`` with no camera rendered, ``execute`` of one action with one and two
   cameras, and the policy hop (``Session.act`` over gRPC to the inference server, images included).
 
-    MUJOCO_GL=osmesa .venv/bin/python scripts/profile_libero_episode.py
+    MUJOCO_GL=osmesa .venv/bin/python -m scripts.bench.libero_profile
 """
 
 from __future__ import annotations
@@ -31,12 +31,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 os.environ.setdefault("MUJOCO_GL", "osmesa")
 
 import numpy as np
-from bench_libero import EPOCH, seeded_random_checkpoint
 
 import benchmarks.libero.adapter as libero_adapter
 from benchmarks.libero.adapter import LiberoBenchmark, add_build_arguments, build_manifests
@@ -46,6 +43,7 @@ from evalfleet.policy_api.client import PolicyClient
 from evalfleet.v1 import policy_pb2
 from manifests.format import Manifest
 from renderer_worker.episode import EpisodeJob, _for_policy
+from scripts.bench.libero import EPOCH, seeded_random_checkpoint
 
 STATE = ("robot0_eef_pos", "robot0_gripper_qpos")
 Times = dict[str, list[float]]

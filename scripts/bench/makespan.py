@@ -39,8 +39,8 @@ Each strategy gets a fresh fleet. The bound for that fleet, a lower bound for an
 `sim` for a real fleet is the same list scheduling with the speeds and kills: the task a killed
 worker holds keeps the episodes it finished and goes back to the head of the queue at t_k + L.
 
-    .venv/bin/python scripts/bench_makespan.py              # 16 worker processes, ~5 minutes
-    .venv/bin/python scripts/bench_makespan.py --fleet real --time-scale 0.06   # a fresh fleet per strategy, ~12 min
+    .venv/bin/python -m scripts.bench.makespan              # 16 worker processes, ~5 minutes
+    .venv/bin/python -m scripts.bench.makespan --fleet real --time-scale 0.06   # a fresh fleet per strategy, ~12 min
 """
 
 from __future__ import annotations
@@ -62,8 +62,6 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.synthetic.adapter import REFERENCE_POLICY_SETTINGS
 from benchmarks.synthetic.manifest import build_synthetic

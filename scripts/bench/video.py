@@ -1,6 +1,6 @@
 """What recording the policy's view costs a LIBERO episode (`renderer-worker --video all`, issue #15).
 
-The episodes of scripts/bench_libero.py (libero_spatial tasks 0-1, 2 trials each, two 256x256
+The episodes of scripts.bench.libero (libero_spatial tasks 0-1, 2 trials each, two 256x256
 cameras, 10 wait steps, 220 policy steps; ``--quick``: 40) run in this process through the LIBERO
 adapter as the worker's episode loop drives it, with the seeded random policy answering chunks of
 10 (never solves a task, so every episode runs all its steps), executing ``execute`` actions of
@@ -19,8 +19,8 @@ The ``every-step`` row records every physics step (``--video-every-step``): the 
 one action at a time, which renders both cameras on every step; its cost is mostly that rendering,
 seen in its episode time with video against without.
 
-    MUJOCO_GL=osmesa .venv/bin/python scripts/bench_video.py            # 220 steps
-    MUJOCO_GL=osmesa .venv/bin/python scripts/bench_video.py --quick    # 40 steps, ~15 min on 2 busy cores
+    MUJOCO_GL=osmesa .venv/bin/python -m scripts.bench.video            # 220 steps
+    MUJOCO_GL=osmesa .venv/bin/python -m scripts.bench.video --quick    # 40 steps, ~15 min on 2 busy cores
 """
 
 from __future__ import annotations
@@ -33,17 +33,15 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 os.environ.setdefault("MUJOCO_GL", "osmesa")
 
-from bench_libero import CHUNK, SEED, libero_manifests
 
 from benchmarks.libero.adapter import LiberoBenchmark
 from benchmarks.libero.sim import CAMERAS
 from inference_server.backends.reference import seeded_random_chunk
 from manifests.format import Manifest
 from renderer_worker import video
+from scripts.bench.libero import CHUNK, SEED, libero_manifests
 
 
 class TimedRecorder(video.VideoRecorder):

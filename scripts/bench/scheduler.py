@@ -12,12 +12,12 @@ measurement times sequential claims from one client against a backlog of 1k .. 1
 to show whether a claim's cost grows with the backlog.
 
 The baseline is Labtasker 2.8.0 (HTTP + SQLite), run under its own virtual environment
-(``--baseline-python``, default ``.venv-bench/bin/python``) by ``scripts/_labtasker_baseline.py``,
+(``--baseline-python``, default ``.venv-bench/bin/python``) by ``scripts.bench.labtasker_baseline``,
 which reuses this module's drain and claim loops. This module therefore imports only the standard
 library and ``evalfleet.processes`` (which needs nothing else) at top level; evalfleet's other
 modules are imported inside the functions that need them.
 
-Run from the repository root: ``.venv/bin/python scripts/bench_scheduler.py [--quick]``.
+Run from the repository root: ``.venv/bin/python -m scripts.bench.scheduler [--quick]``.
 Every server and worker process it starts listens on or talks to 127.0.0.1 only, and is stopped on
 exit, on error and on Ctrl-C.
 """
@@ -48,7 +48,7 @@ from evalfleet.processes import ServiceProcess, cpu_seconds, peak_rss_mib
 if TYPE_CHECKING:
     from evalfleet.scheduler_api.client import SchedulerClient
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 START_TIMEOUT_S = 60.0
 WORKER_READY_TIMEOUT_S = 120.0
 STOP_TIMEOUT_S = 15.0
@@ -528,14 +528,14 @@ def baseline_version(python: Path) -> str:
 
 
 def run_baseline(python: Path, args: argparse.Namespace, tmp: Path) -> Baseline:
-    """Runs ``_labtasker_baseline.py`` under ``python``; it writes its results as JSON."""
+    """Runs ``scripts.bench.labtasker_baseline`` under ``python``; it writes its results as JSON."""
     try:
         version = baseline_version(python)
     except (OSError, subprocess.SubprocessError) as exc:
         return Baseline([], [], "", f"Labtasker not importable with {python} ({type(exc).__name__})")
     out = tmp / "labtasker.json"
     argv = [
-        str(python), str(Path(__file__).with_name("_labtasker_baseline.py")),
+        str(python), "-m", "scripts.bench.labtasker_baseline",
         "--tasks", str(args.baseline_tasks), "--workers", _csv(args.workers),
         "--pending", _csv(args.baseline_pending), "--claims", str(args.baseline_claims),
         "--budget-seconds", str(args.budget_seconds), "--tmp", str(tmp), "--json-out", str(out),
@@ -752,11 +752,17 @@ def _verdict(ok: bool) -> str:
 
 
 def command_line() -> str:
-    """The command as typed from the repository root, so the table says how to reproduce it."""
+    """The command as typed from the repository root, so the table says how to reproduce it.
+
+    Run as ``python -m scripts.bench.scheduler``, ``sys.argv[0]`` is the module's file: the module's
+    name is put back in its place."""
     python = Path(sys.executable)
     with contextlib.suppress(ValueError):
         python = python.relative_to(REPO)
-    return shlex.join([str(python), *sys.argv])
+    spec = getattr(sys.modules["__main__"], "__spec__", None)
+    if spec is None:
+        return shlex.join([str(python), *sys.argv])
+    return shlex.join([str(python), "-m", spec.name.removesuffix(".__main__"), *sys.argv[1:]])
 
 
 def report(args: argparse.Namespace, drains: list[DrainResult], costs: list[ClaimCost], baseline: Baseline) -> str:

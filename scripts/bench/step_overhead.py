@@ -1,7 +1,7 @@
 """What evalfleet adds to a LIBERO step, measured against the raw environment in alternating pairs.
 
 Issue #14 item 4 asks that evalfleet's per-step cost over the raw environment be <= 3% at execute 1
-(every step observed, two 256x256 cameras). `bench_libero.py` compares whole rows run one after the
+(every step observed, two 256x256 cameras). `scripts.bench.libero` compares whole rows run one after the
 other, so on a shared or bursty machine a few percent of load drift lands in its ratio. Here both
 paths run the *same* episode, with the *same* actions, back to back, many times over, and the
 ratio is taken per pair:
@@ -29,8 +29,8 @@ every process of the path spent on the episode, reset included (for evalfleet: s
 inference server, worker and episode process). A warm-up pair, not counted, creates the
 environments first.
 
-    MUJOCO_GL=osmesa .venv/bin/python scripts/bench_step_overhead.py             # 6 pairs, ~15 min
-    MUJOCO_GL=osmesa .venv/bin/python scripts/bench_step_overhead.py --pairs 2 --max-steps 40
+    MUJOCO_GL=osmesa .venv/bin/python -m scripts.bench.step_overhead             # 6 pairs, ~15 min
+    MUJOCO_GL=osmesa .venv/bin/python -m scripts.bench.step_overhead --pairs 2 --max-steps 40
 """
 
 from __future__ import annotations
@@ -48,22 +48,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 os.environ.setdefault("MUJOCO_GL", "osmesa")
 
 import numpy as np
-from bench_libero import (
-    CAMERA_SIZE,
-    CHUNK,
-    EPOCH,
-    SEED,
-    _cpu_seconds,
-    _episode_processes,
-    _wait_settled,
-    reset_trial,
-    seeded_random_checkpoint,
-)
 
 from benchmarks.base import TraceDigest
 from benchmarks.libero.adapter import add_build_arguments, build_manifests
@@ -80,6 +67,17 @@ from evalfleet.scheduler_api.client import SchedulerClient
 from inference_server.backends.reference import seeded_random_chunk
 from manifests import format as manifest_format
 from manifests.format import Manifest
+from scripts.bench.libero import (
+    CAMERA_SIZE,
+    CHUNK,
+    EPOCH,
+    SEED,
+    _cpu_seconds,
+    _episode_processes,
+    _wait_settled,
+    reset_trial,
+    seeded_random_checkpoint,
+)
 
 
 @dataclass(frozen=True)

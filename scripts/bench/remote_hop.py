@@ -1,7 +1,7 @@
 """Benchmark: what the extra hop through evalfleet costs a policy served by openpi's server.
 
 One openpi policy server (openpi-server 0.1.0 serving the no-op numpy policy of
-`openpi_noop_policy.py`) is reached two ways in the same run, alternating in timed rounds so that
+`scripts/bench/openpi_noop_policy.py`) is reached two ways in the same run, alternating in timed rounds so that
 load from elsewhere on the machine falls on both alike (the first round is warm-up):
 
 - direct: openpi-client's `WebsocketClientPolicy` -> openpi-server, with the request openpi's
@@ -24,14 +24,13 @@ the event loop: the `remote` backend's mapping, its pool thread and the round tr
 Every process inherits this script's environment, so glibc's MALLOC_* tunables set on the command
 line apply to both paths alike (BENCHMARKS.md).
 
-    .venv/bin/pip install -e '.[bench]' && .venv/bin/python scripts/bench_remote_hop.py [--sessions 4]
+    .venv/bin/pip install -e '.[bench]' && .venv/bin/python -m scripts.bench.remote_hop [--sessions 4]
 """
 
 from __future__ import annotations
 
 import argparse
 import multiprocessing
-import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -39,12 +38,8 @@ from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
 from openpi_client import image_tools
 from openpi_client.websocket_client_policy import WebsocketClientPolicy
-from openpi_noop_policy import READY
 
 from evalfleet.local_fleet import LocalFleet, policy_argv
 from evalfleet.policy_api import tensors
@@ -52,6 +47,7 @@ from evalfleet.policy_api.client import PolicyClient
 from evalfleet.v1 import policy_pb2
 from inference_server.backends.remote.mapping import quat_to_axisangle
 from inference_server.checkpoint import seal
+from scripts.bench.openpi_noop_policy import OPENPI_NOOP_POLICY, READY
 
 CAMERAS = ("agentview", "robot0_eye_in_hand")
 STATE = {"robot0_eef_pos": 3, "robot0_eef_quat": 4, "robot0_gripper_qpos": 2}
@@ -208,10 +204,9 @@ def main() -> None:
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory() as tmp, LocalFleet(Path(tmp)) as fleet:
-        script = Path(__file__).resolve().parent / "openpi_noop_policy.py"
         openpi = fleet.start(
             "openpi-server",
-            [sys.executable, str(script), "--chunk", str(REMOTE_CHUNK), "--action-dim", str(ACTION_DIM)],
+            [*OPENPI_NOOP_POLICY, "--chunk", str(REMOTE_CHUNK), "--action-dim", str(ACTION_DIM)],
             ready=READY,
         )
         url = f"ws://{openpi.address}"

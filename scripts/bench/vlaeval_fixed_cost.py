@@ -1,8 +1,8 @@
 """A vla-eval model server whose every `predict_batch` costs a fixed time whatever its size (as a
-GPU that is not saturated), for scripts/bench_remote_batching.py. It answers zeros and prints one
+GPU that is not saturated), for scripts.bench.remote_batching. It answers zeros and prints one
 line per batch (`predict_batch size=N`).
 
-    python _vlaeval_fixed_cost.py --port 8000 --batch-ms 50 --max-batch-size 8 [--max-wait-ms 10]
+    python -m scripts.bench.vlaeval_fixed_cost --port 8000 --batch-ms 50 --max-batch-size 8 [--max-wait-ms 10]
 """
 
 from __future__ import annotations

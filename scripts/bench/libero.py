@@ -24,9 +24,9 @@ and episodes per CPU-hour from them, and the peak resident memory (VmHWM) of the
 the episodes. Wall times follow the machine's load, which on a shared machine changes from row to
 row; CPU seconds hardly do, so they are the fairer comparison there.
 
-    MUJOCO_GL=osmesa .venv/bin/python scripts/bench_libero.py            # ~25 min on 2 idle cores
-    MUJOCO_GL=osmesa .venv/bin/python scripts/bench_libero.py --quick    # 40 steps, ~10 min
-    MUJOCO_GL=osmesa .venv/bin/python scripts/bench_libero.py --runs 5x2 # raw and execute 5, 2 cameras
+    MUJOCO_GL=osmesa .venv/bin/python -m scripts.bench.libero            # ~25 min on 2 idle cores
+    MUJOCO_GL=osmesa .venv/bin/python -m scripts.bench.libero --quick    # 40 steps, ~10 min
+    MUJOCO_GL=osmesa .venv/bin/python -m scripts.bench.libero --runs 5x2 # raw and execute 5, 2 cameras
 """
 
 from __future__ import annotations
@@ -45,7 +45,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("MUJOCO_GL", "osmesa")
 
 import numpy as np
@@ -217,7 +216,7 @@ def run_evalfleet(manifests: list[Manifest], execute: int, cameras: tuple[str, .
                 "bench",
                 run_dir / "episodes",
                 "--video",
-                "none",  # as raw records none; scripts/bench_video.py measures what a video costs
+                "none",  # as raw records none; scripts.bench.video measures what a video costs
             ),
             ready=WORKER_LINE,
         )

@@ -17,7 +17,7 @@ same backlog, 16 workers; the table gives 256-worker figures as ratios of it.
 Every lease the workers receive is counted per task id, so the run also checks that no task was
 handed to two workers at once and that every accepted completion matches the scheduler's counts.
 
-Run from the repository root: ``.venv/bin/python scripts/bench_load.py [--quick] [--drain]``.
+Run from the repository root: ``.venv/bin/python -m scripts.bench.load [--quick] [--drain]``.
 """
 
 from __future__ import annotations
@@ -42,7 +42,13 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import grpc
-from bench_scheduler import (
+
+from evalfleet.local_fleet import scheduler_argv, wait_serving
+from evalfleet.processes import ServiceProcess, free_port, peak_rss_mib, rss_mib
+from evalfleet.scheduler_api.client import SchedulerClient
+from evalfleet.v1 import scheduler_pb2 as pb
+from evalfleet.v1 import scheduler_pb2_grpc as pb_grpc
+from scripts.bench.scheduler import (
     ROUTE,
     command_line,
     evalfleet_populate,
@@ -52,12 +58,6 @@ from bench_scheduler import (
     run_timed,
     stop_on_sigterm,
 )
-
-from evalfleet.local_fleet import scheduler_argv, wait_serving
-from evalfleet.processes import ServiceProcess, free_port, peak_rss_mib, rss_mib
-from evalfleet.scheduler_api.client import SchedulerClient
-from evalfleet.v1 import scheduler_pb2 as pb
-from evalfleet.v1 import scheduler_pb2_grpc as pb_grpc
 
 T = TypeVar("T")
 TARGET_CLAIM_P99_MS = 50.0

@@ -1,0 +1,13 @@
+"""The tools: benchmarks, chaos runs, fuzzing at volume and profiling, beside the product.
+
+Run from the repository root as modules, ``.venv/bin/python -m scripts.<package>.<module>``
+(``python -m scripts.bench.scheduler --quick``); tests import them the same way. Nothing here is
+installed (pyproject's package list leaves ``scripts`` out) and no product package imports it
+(import-linter holds this). What the product itself runs, such as the local fleet that
+``make demo`` starts, stays in the product; ``scripts.demo`` only drives it.
+
+- ``scripts.bench``: one module per benchmark, and the servers and workloads they share.
+
+This package and its subpackages import only the standard library when imported: the Labtasker
+baseline (``scripts.bench.labtasker_baseline``) runs in a virtual environment without gRPC.
+"""
