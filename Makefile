@@ -45,7 +45,7 @@ lerobot-venv: $(LEROBOT_STAMP)
 
 # A real libero_object evaluation with the scripted oracle on a local fleet (runs/demo/RESULTS.json).
 demo: $(INSTALL_STAMP)
-	$(PY) scripts/demo.py
+	$(PY) -m scripts.demo
 
 # The multi-host tests make network namespaces with iproute2's `ip`; without root they skip.
 iproute2:

@@ -5,7 +5,7 @@ runs/demo/), one inference server with the scripted LIBERO oracle backend, and t
 workers; submits; shows live progress; prints the per-task summary; writes runs/demo/RESULTS.json;
 and stops every process it started, also on Ctrl-C.
 
-    .venv/bin/python scripts/demo.py [--tasks 0-4] [--trials 2] [--workers 2]
+    .venv/bin/python -m scripts.demo [--tasks 0-4] [--trials 2] [--workers 2]
 """
 
 from __future__ import annotations
