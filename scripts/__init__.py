@@ -7,6 +7,7 @@ installed (pyproject's package list leaves ``scripts`` out) and no product packa
 ``make demo`` starts, stays in the product; ``scripts.demo`` only drives it.
 
 - ``scripts.bench``: one module per benchmark, and the servers and workloads they share.
+- ``scripts.chaos``: evaluations reconciled after seeded kills (``python -m scripts.chaos``).
 
 This package and its subpackages import only the standard library when imported: the Labtasker
 baseline (``scripts.bench.labtasker_baseline``) runs in a virtual environment without gRPC.
