@@ -8,6 +8,8 @@ installed (pyproject's package list leaves ``scripts`` out) and no product packa
 
 - ``scripts.bench``: one module per benchmark, and the servers and workloads they share.
 - ``scripts.chaos``: evaluations reconciled after seeded kills (``python -m scripts.chaos``).
+- ``scripts.fuzz``: the fuzz strategies and properties the CI tests and the long run share, and the
+  long run (``python -m scripts.fuzz.long``).
 
 This package and its subpackages import only the standard library when imported: the Labtasker
 baseline (``scripts.bench.labtasker_baseline``) runs in a virtual environment without gRPC.

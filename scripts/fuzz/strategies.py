@@ -2,31 +2,19 @@
 
 Values sit where validation tends to break: empty and huge strings, unicode and NUL, integers at
 the bounds of their wire type, NaN and infinities, unknown enum numbers, and long repeated fields.
+The CI fuzz tests (`tests/test_fuzz_*.py`, whose settings profile `tests/conftest.py` loads) and
+`python -m scripts.fuzz.long` draw from them.
 """
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import grpc
 from google.protobuf import message_factory
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import Message
-from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
-
-# Deterministic by default so CI is reproducible; EVALFLEET_FUZZ=random explores new inputs locally.
-settings.register_profile(
-    "ci",
-    derandomize=True,
-    deadline=None,
-    database=None,
-    print_blob=True,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture],
-)
-settings.register_profile("random", parent=settings.get_profile("ci"), derandomize=False)
-settings.load_profile(os.environ.get("EVALFLEET_FUZZ", "ci"))
 
 # What a server may answer to any request; UNKNOWN and INTERNAL mean an unhandled exception, and
 # DEADLINE_EXCEEDED or UNAVAILABLE a hang or a crash.

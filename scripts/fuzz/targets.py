@@ -1,12 +1,11 @@
 """What each fuzzed target is given and what it must do, shared by the CI fuzz tests and
-`scripts/fuzz_long.py`.
+`python -m scripts.fuzz.long`.
 
 The CI tests (`tests/test_fuzz_*.py`) run a few hundred examples per target inside pytest; the
-script runs the same strategies and the same properties at 100,000 inputs per target against
+long run runs the same strategies and the same properties at 100,000 inputs per target against
 long-lived servers. Keeping both on one module means the long run explores exactly what CI checks,
-and a strategy improved for one is improved for the other. It lives under tests/ because it is
-test code (hypothesis is a test dependency, never a product one); the script puts tests/ on
-sys.path, as it does for `procs`.
+and a strategy improved for one is improved for the other. It lives in the tools package, which
+the product never imports (hypothesis is a test dependency, never a product one).
 
 - Scheduler: values a seeded scheduler holds (`SCHEDULER_KNOWN`), so that fuzzed requests get past
   the lookups, and `seed_scheduler`, which creates them.
@@ -26,7 +25,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fuzz import ALLOWED_CODES, doubles, integers, messages, texts
 from hypothesis import strategies as st
 
 from benchmarks.synthetic.adapter import REFERENCE_POLICY_SETTINGS
@@ -37,6 +35,7 @@ from inference_server.backends import BackendError, RuntimeOptions
 from inference_server.checkpoint import INDEX_NAME, MANIFEST_FORMAT, MANIFEST_NAME, CheckpointError, hash_folder, load
 from inference_server.identity import describe
 from manifests.format import ManifestError, canonical_bytes, parse
+from scripts.fuzz.strategies import ALLOWED_CODES, doubles, integers, messages, texts
 
 # The numbers of the allowed codes, for the in-band errors of a policy session.
 ALLOWED_VALUES = frozenset(code.value[0] for code in ALLOWED_CODES)
