@@ -45,6 +45,8 @@ from evalfleet.processes import ServiceProcess, cpu_seconds, free_port
 from evalfleet.v1 import policy_pb2
 from inference_server.checkpoint import seal
 from scripts.bench.openpi_noop_policy import openpi_server
+from scripts.common.stats import percentile
+from scripts.common.tables import markdown
 
 CAMERAS = ("head", "left", "right")
 STATE_DIM, CHUNK, ACTION_DIM = 14, 50, 14
@@ -84,8 +86,9 @@ def inference_server(root: Path, epoch: str, *extra: str) -> Iterator[str]:
 
 
 def percentiles(seconds: list[float]) -> tuple[float, float]:
-    ms = np.asarray(seconds) * 1000.0
-    return float(np.percentile(ms, 50)), float(np.percentile(ms, 99))
+    """p50 and p99 in ms, interpolated as BENCHMARKS.md's figures of this benchmark were."""
+    ms = [value * 1000.0 for value in seconds]
+    return percentile(ms, 50, "linear"), percentile(ms, 99, "linear")
 
 
 def latency(address: str, url: str, steps: int, rounds: int, kind: str) -> dict[str, list[float]]:
@@ -390,26 +393,29 @@ def lerobot_section(args: argparse.Namespace) -> None:
         f"{args.lerobot_client_processes} client processes; {args.lerobot_rounds} alternating rounds of "
         f"{seconds:g} s per row"
     )
-    print("| row | steps/s | x S=1 | mean batch | ms per batch (model) | queue ms / step | server CPU % core |")
-    print("|---|---|---|---|---|---|---|")
+    rows = []
     for s in counts:
         got = served[s]
         steps = max(1, got.steps)
-        print(
-            f"| served, S={s} | {rate[s]:.1f} | {rate[s] / rate[1]:.1f} | {got.batch_sizes / steps:.1f} | "
-            f"{got.model_ms / steps:.0f} | {got.queue_ms / steps:.1f} | {100 * server_cpu[s] / window:.0f} |"
-        )
+        rows.append(
+            [
+                f"served, S={s}", f"{rate[s]:.1f}", f"{rate[s] / rate[1]:.1f}", f"{got.batch_sizes / steps:.1f}",
+                f"{got.model_ms / steps:.0f}", f"{got.queue_ms / steps:.1f}", f"{100 * server_cpu[s] / window:.0f}",
+            ]
+        )  # fmt: skip
     for b in counts:
         total = sum(direct_ms(b, stage) for stage in stages)
         scale = direct_rate[b] / direct_rate[1]
-        print(f"| direct, batch {b} | {direct_rate[b]:.1f} | {scale:.1f} | {b} | {total:.0f} | | |")
+        rows.append([f"direct, batch {b}", f"{direct_rate[b]:.1f}", f"{scale:.1f}", f"{b}", f"{total:.0f}", "", ""])
+    header = ["row", "steps/s", "x S=1", "mean batch", "ms per batch (model)", "queue ms / step", "server CPU % core"]
+    print(markdown(header, rows))
     print()
     print("direct, ms per batch by stage (inputs: uint8 HWC -> float CHW, LIBERO state, resize):")
-    print(f"| batch | {' | '.join(stages)} | total | ms per step |")
-    print("|---|---|---|---|---|---|---|")
+    rows = []
     for b in counts:
         ms = [direct_ms(b, stage) for stage in stages]
-        print(f"| {b} | {' | '.join(f'{v:.1f}' for v in ms)} | {sum(ms):.1f} | {sum(ms) / b:.1f} |")
+        rows.append([f"{b}", *(f"{v:.1f}" for v in ms), f"{sum(ms):.1f}", f"{sum(ms) / b:.1f}"])
+    print(markdown(["batch", *stages, "total", "ms per step"], rows))
     print()
     ratio, share, ceiling = rate[batch] / rate[1], rate[batch] / direct_rate[batch], direct_rate[batch] / direct_rate[1]
     print(
@@ -470,12 +476,12 @@ def main() -> None:
             f"float32, no-op backend; {steps * args.rounds} steps per client, interleaved with "
             f"openpi-client -> openpi-server 0.1.0 (no-op numpy policy) in {args.rounds} rounds in the same process"
         )
-        print("| gRPC client | gRPC p50 ms | gRPC p99 ms | openpi p50 ms | openpi p99 ms |")
-        print("|---|---|---|---|---|")
+        rows = []
         for kind, label in (("sync", "PolicyClient (sync)"), ("asyncio", "AsyncPolicyClient")):
             grpc_p50, grpc_p99 = percentiles(results[kind]["grpc"])
             openpi_p50, openpi_p99 = percentiles(results[kind]["openpi"])
-            print(f"| {label} | {grpc_p50:.2f} | {grpc_p99:.2f} | {openpi_p50:.2f} | {openpi_p99:.2f} |")
+            rows.append([label, f"{grpc_p50:.2f}", f"{grpc_p99:.2f}", f"{openpi_p50:.2f}", f"{openpi_p99:.2f}"])
+        print(markdown(["gRPC client", "gRPC p50 ms", "gRPC p99 ms", "openpi p50 ms", "openpi p99 ms"], rows))
         print()
 
         counts = [int(s) for s in args.sessions.split(",")]
@@ -490,12 +496,21 @@ def main() -> None:
             f"max batch {args.max_batch}, batch timeout 5 ms, cameras 3 x {height}x{width}, "
             f"{args.client_processes} client processes (AsyncPolicyClient)"
         )
-        print("| sessions S | steps/s | x S=1 | mean batch | raw batched steps/s | of raw |")
-        print("|---|---|---|---|---|---|")
         first = rates[counts[0]][0]
+        rows = []
         for sessions, (rate, mean_batch) in rates.items():
             raw = min(sessions, args.max_batch) / (args.batch_ms / 1000.0)
-            print(f"| {sessions} | {rate:.0f} | {rate / first:.1f} | {mean_batch:.1f} | {raw:.0f} | {rate / raw:.0%} |")
+            rows.append(
+                [
+                    f"{sessions}",
+                    f"{rate:.0f}",
+                    f"{rate / first:.1f}",
+                    f"{mean_batch:.1f}",
+                    f"{raw:.0f}",
+                    f"{rate / raw:.0%}",
+                ]
+            )
+        print(markdown(["sessions S", "steps/s", "x S=1", "mean batch", "raw batched steps/s", "of raw"], rows))
     if args.lerobot:
         print()
         lerobot_section(args)

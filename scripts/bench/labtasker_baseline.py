@@ -21,6 +21,7 @@ import io
 import json
 import re
 import secrets
+import signal
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -38,10 +39,10 @@ from scripts.bench.scheduler import (
     describe_claims,
     describe_drain,
     measure_claims,
-    progress,
     run_drain,
-    stop_on_sigterm,
 )
+from scripts.common.progress import progress
+from scripts.common.signals import interrupt_on
 
 T = TypeVar("T")
 ROUTE = "default"
@@ -157,7 +158,7 @@ def main() -> int:
     parser.add_argument("--tmp", type=Path, required=True)
     parser.add_argument("--json-out", type=Path, required=True)
     args = parser.parse_args()
-    stop_on_sigterm()  # the benchmark stops this run with SIGTERM
+    interrupt_on(signal.SIGTERM)  # the benchmark stops this run with SIGTERM
     try:
         drained = drains(args.tmp, args.tasks, [int(w) for w in args.workers.split(",")], args.budget_seconds)
         costs = claim_costs(args.tmp, [int(p) for p in args.pending.split(",")], args.claims)

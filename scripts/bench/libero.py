@@ -67,6 +67,7 @@ from evalfleet.scheduler_api.client import SchedulerClient
 from inference_server.backends.reference import seeded_random_chunk
 from inference_server.checkpoint import seal
 from manifests.format import Manifest
+from scripts.common.tables import markdown
 
 CHUNK = 10
 CAMERA_SIZE = 256
@@ -300,17 +301,18 @@ def report(rows: list[Row], args: argparse.Namespace) -> str:
         f"{args.max_steps} policy steps, seeded random policy (chunk {CHUNK}); {platform.node()}, "
         f"{os.cpu_count()} cores, MUJOCO_GL={os.environ['MUJOCO_GL']}",
         "",
-        "| run | episodes | makespan s | episodes/hour | x raw | ms/step | x raw | CPU s/episode | "
-        "episodes/CPU-hour | x raw | peak RSS MiB |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for row in rows:
-        lines.append(
-            f"| {row.name} | {row.episodes} | {row.makespan_s:.1f} | {row.episodes_per_hour:.1f} | "
-            f"{row.episodes_per_hour / raw.episodes_per_hour:.2f} | {row.step_ms:.1f} | "
-            f"{row.step_ms / raw.step_ms:.2f} | {row.cpu_s / row.episodes:.1f} | {row.episodes_per_cpu_hour:.1f} | "
-            f"{row.episodes_per_cpu_hour / raw.episodes_per_cpu_hour:.2f} | {row.peak_rss_mib:.0f} |"
-        )
+    header = ["run", "episodes", "makespan s", "episodes/hour", "x raw", "ms/step", "x raw", "CPU s/episode"]
+    cells = [
+        [
+            row.name, f"{row.episodes}", f"{row.makespan_s:.1f}", f"{row.episodes_per_hour:.1f}",
+            f"{row.episodes_per_hour / raw.episodes_per_hour:.2f}", f"{row.step_ms:.1f}",
+            f"{row.step_ms / raw.step_ms:.2f}", f"{row.cpu_s / row.episodes:.1f}", f"{row.episodes_per_cpu_hour:.1f}",
+            f"{row.episodes_per_cpu_hour / raw.episodes_per_cpu_hour:.2f}", f"{row.peak_rss_mib:.0f}",
+        ]
+        for row in rows
+    ]  # fmt: skip
+    lines.append(markdown([*header, "episodes/CPU-hour", "x raw", "peak RSS MiB"], cells))
     return "\n".join(lines)
 
 

@@ -29,6 +29,7 @@ from evalfleet.policy_api.client import PolicyClient
 from evalfleet.processes import ServiceProcess, free_port
 from evalfleet.v1 import policy_pb2
 from inference_server.checkpoint import seal
+from scripts.common.tables import markdown
 
 SERVER = [sys.executable, "-m", "scripts.bench.vlaeval_fixed_cost"]
 CAMERA, CHUNK, REMOTE_CHUNK, ACTION_DIM = 64, 5, 10, 7
@@ -134,11 +135,13 @@ def main() -> None:
         f"{args.batch_ms:g} ms per batch; "
         f"{args.steps} steps per session, {args.rounds} rounds (median)"
     )
-    print("| sessions S | steps/s | x S=1 | mean batch at the remote |")
-    print("|---|---|---|---|")
+    rows = []
     for sessions, measured in rates.items():
         rate = statistics.median(measured)
-        print(f"| {sessions} | {rate:.1f} | {rate / baseline:.2f} | {statistics.mean(batches[sessions]):.2f} |")
+        rows.append(
+            [f"{sessions}", f"{rate:.1f}", f"{rate / baseline:.2f}", f"{statistics.mean(batches[sessions]):.2f}"]
+        )
+    print(markdown(["sessions S", "steps/s", "x S=1", "mean batch at the remote"], rows))
 
 
 if __name__ == "__main__":

@@ -48,6 +48,8 @@ from evalfleet.v1 import policy_pb2
 from inference_server.backends.remote.mapping import quat_to_axisangle
 from inference_server.checkpoint import seal
 from scripts.bench.openpi_noop_policy import OPENPI_NOOP_POLICY, READY
+from scripts.common.stats import percentile
+from scripts.common.tables import markdown
 
 CAMERAS = ("agentview", "robot0_eye_in_hand")
 STATE = {"robot0_eef_pos": 3, "robot0_eef_quat": 4, "robot0_gripper_qpos": 2}
@@ -189,8 +191,11 @@ def resize_ms(camera: int, repeats: int = 300) -> float:
 
 
 def quantiles(values: list[float], scale: float = 1.0) -> tuple[float, float, float]:
-    p50, p90, p99 = np.percentile(np.asarray(values) * scale, [50, 90, 99])
-    return float(p50), float(p90), float(p99)
+    """p50, p90 and p99 of ``values`` x ``scale``, interpolated as BENCHMARKS.md's figures of this
+    benchmark were."""
+    scaled = [value * scale for value in values]
+    p50, p90, p99 = (percentile(scaled, q, "linear") for q in (50, 90, 99))
+    return p50, p90, p99
 
 
 def main() -> None:
@@ -238,9 +243,8 @@ def main() -> None:
         f"LIBERO state -> openpi-server 0.1.0 (no-op numpy policy, {REMOTE_CHUNK}x{ACTION_DIM} actions); "
         f"{args.rounds} rounds of {args.round_seconds:g} s per path, alternating"
     )
-    print("| path | steps | steps/s | p50 ms | p90 ms | p99 ms |")
-    print("|---|---|---|---|---|---|")
     stats = {}
+    rows = []
     for path, label in (
         ("direct", "openpi-client -> openpi-server"),
         ("evalfleet", "PolicyClient -> evalfleet remote -> openpi-server"),
@@ -248,7 +252,8 @@ def main() -> None:
         stats[path] = quantiles(measured.seconds[path], 1000.0)
         count = len(measured.seconds[path])
         p50, p90, p99 = stats[path]
-        print(f"| {label} | {count} | {count / window:.0f} | {p50:.2f} | {p90:.2f} | {p99:.2f} |")
+        rows.append([label, f"{count}", f"{count / window:.0f}", f"{p50:.2f}", f"{p90:.2f}", f"{p99:.2f}"])
+    print(markdown(["path", "steps", "steps/s", "p50 ms", "p90 ms", "p99 ms"], rows))
     difference = stats["evalfleet"][0] - stats["direct"][0]
     ratio = stats["evalfleet"][0] / stats["direct"][0]
     print(

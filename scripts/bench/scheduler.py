@@ -25,14 +25,12 @@ exit, on error and on Ctrl-C.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import functools
 import json
 import math
 import multiprocessing
 import os
 import platform
-import shlex
 import signal
 import subprocess
 import sys
@@ -44,6 +42,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from evalfleet.processes import ServiceProcess, cpu_seconds, peak_rss_mib
+from scripts.common.command import command_line
+from scripts.common.progress import progress
+from scripts.common.signals import interrupt_on
+from scripts.common.stats import percentile
+from scripts.common.tables import aligned, number
 
 if TYPE_CHECKING:
     from evalfleet.scheduler_api.client import SchedulerClient
@@ -103,14 +106,6 @@ class ClaimCost:
     p50_ms: float
     p99_ms: float
     cpu_ms_per_claim: float
-
-
-def percentile(values: Sequence[float], q: float) -> float:
-    """Nearest-rank percentile: a value that was actually observed, no interpolation."""
-    if not values:
-        return math.nan
-    ordered = sorted(values)
-    return ordered[max(0, math.ceil(q / 100 * len(ordered)) - 1)]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -294,10 +289,6 @@ def measure_claims(
         p99_ms=percentile(latencies, 99),
         cpu_ms_per_claim=cpu * 1000 / claims,
     )
-
-
-def progress(message: str) -> None:
-    print(f"[bench {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
 def describe_claims(result: ClaimCost) -> str:
@@ -575,33 +566,16 @@ def _baseline_timeout(args: argparse.Namespace) -> float:
 # The table.
 
 
-def _fmt(value: float, digits: int = 1) -> str:
-    return "-" if math.isnan(value) else f"{value:,.{digits}f}"
-
-
 def _ratio(numerator: float, denominator: float) -> float:
     return numerator / denominator if denominator and not math.isnan(denominator) else math.nan
-
-
-def render(rows: Sequence[Sequence[str]], header: Sequence[str]) -> str:
-    """Plain aligned columns: the first left-aligned, numbers right-aligned."""
-    widths = [max(len(str(row[i])) for row in [header, *rows]) for i in range(len(header))]
-
-    def line(row: Sequence[str]) -> str:
-        cells = [
-            str(c).ljust(w) if i == 0 else str(c).rjust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True))
-        ]
-        return "  ".join(cells).rstrip()
-
-    return "\n".join([line(header), line(["-" * w for w in widths]), *map(line, rows)])
 
 
 def drain_table(drains: Sequence[DrainResult]) -> str:
     rows = [
         [
             d.system, str(d.workers), f"{d.done:,}" + ("" if d.finished else f" of {d.tasks:,} (budget)"),
-            _fmt(d.seconds), _fmt(d.rate, 0), _fmt(d.claim_p50_ms, 2), _fmt(d.claim_p99_ms, 2),
-            _fmt(d.cpu_ms_per_task, 3), _fmt(d.peak_rss_mib), _fmt(d.worker_cpu_ms_per_task, 3),
+            number(d.seconds), number(d.rate, 0), number(d.claim_p50_ms, 2), number(d.claim_p99_ms, 2),
+            number(d.cpu_ms_per_task, 3), number(d.peak_rss_mib), number(d.worker_cpu_ms_per_task, 3),
         ]
         for d in drains
     ]  # fmt: skip
@@ -617,7 +591,7 @@ def drain_table(drains: Sequence[DrainResult]) -> str:
         "srv peak RSS MiB",
         "workers' CPU ms/task",
     ]
-    return render(rows, header)
+    return aligned(rows, header)
 
 
 def drain_ratio_table(ours: Sequence[DrainResult], theirs: Sequence[DrainResult]) -> str:
@@ -625,16 +599,16 @@ def drain_ratio_table(ours: Sequence[DrainResult], theirs: Sequence[DrainResult]
     by_w = {d.workers: d for d in theirs}
     rows = [
         [
-            d.system, str(d.workers), _fmt(_ratio(d.rate, by_w[d.workers].rate)) + "x",
-            _fmt(_ratio(by_w[d.workers].claim_p50_ms, d.claim_p50_ms)) + "x",
-            _fmt(_ratio(by_w[d.workers].claim_p99_ms, d.claim_p99_ms)) + "x",
-            _fmt(_ratio(by_w[d.workers].cpu_ms_per_task, d.cpu_ms_per_task)) + "x",
+            d.system, str(d.workers), number(_ratio(d.rate, by_w[d.workers].rate)) + "x",
+            number(_ratio(by_w[d.workers].claim_p50_ms, d.claim_p50_ms)) + "x",
+            number(_ratio(by_w[d.workers].claim_p99_ms, d.claim_p99_ms)) + "x",
+            number(_ratio(by_w[d.workers].cpu_ms_per_task, d.cpu_ms_per_task)) + "x",
         ]
         for d in ours
         if d.workers in by_w
     ]  # fmt: skip
     header = ["system", "W", "tasks/s (ef/lt)", "claim p50 (lt/ef)", "claim p99 (lt/ef)", "CPU/task (lt/ef)"]
-    return render(rows, header)
+    return aligned(rows, header)
 
 
 def claim_table(costs: Sequence[ClaimCost]) -> str:
@@ -643,14 +617,14 @@ def claim_table(costs: Sequence[ClaimCost]) -> str:
             c.system,
             f"{c.pending:,}",
             str(c.claims),
-            _fmt(c.mean_ms, 2),
-            _fmt(c.p50_ms, 2),
-            _fmt(c.p99_ms, 2),
-            _fmt(c.cpu_ms_per_claim, 3),
+            number(c.mean_ms, 2),
+            number(c.p50_ms, 2),
+            number(c.p99_ms, 2),
+            number(c.cpu_ms_per_claim, 3),
         ]
         for c in costs
     ]
-    return render(rows, ["system", "pending", "claims", "mean ms", "p50 ms", "p99 ms", "srv CPU ms/claim"])
+    return aligned(rows, ["system", "pending", "claims", "mean ms", "p50 ms", "p99 ms", "srv CPU ms/claim"])
 
 
 def growth(costs: Sequence[ClaimCost]) -> tuple[str, float, float]:
@@ -667,10 +641,10 @@ def growth_table(ours: Sequence[ClaimCost], theirs: Sequence[ClaimCost]) -> str:
     for system, costs in (("evalfleet", ours), ("labtasker", theirs)):
         label, latency, cpu = growth(costs)
         if len(costs) > 1:
-            rows.append([system, label, _fmt(latency, 2) + "x", _fmt(cpu, 2) + "x"])
+            rows.append([system, label, number(latency, 2) + "x", number(cpu, 2) + "x"])
     if not rows:
         return "(one backlog size per system: no growth to show)"
-    return render(rows, ["system", "backlog", "mean claim latency growth", "srv CPU/claim growth"])
+    return aligned(rows, ["system", "backlog", "mean claim latency growth", "srv CPU/claim growth"])
 
 
 def target_table(drains: Sequence[DrainResult], costs: Sequence[ClaimCost], baseline: Baseline) -> str:
@@ -689,7 +663,7 @@ def target_table(drains: Sequence[DrainResult], costs: Sequence[ClaimCost], base
                 _verdict(flat <= FLAT_GROWTH),
             ]
         )
-    return render(rows, ["system", "target", "measured", "verdict"])
+    return aligned(rows, ["system", "target", "measured", "verdict"])
 
 
 def _target_rows(system: str, drains: Sequence[DrainResult], baseline: Baseline) -> list[list[str]]:
@@ -749,20 +723,6 @@ def _target_rows(system: str, drains: Sequence[DrainResult], baseline: Baseline)
 
 def _verdict(ok: bool) -> str:
     return "PASS" if ok else "FAIL"
-
-
-def command_line() -> str:
-    """The command as typed from the repository root, so the table says how to reproduce it.
-
-    Run as ``python -m scripts.bench.scheduler``, ``sys.argv[0]`` is the module's file: the module's
-    name is put back in its place."""
-    python = Path(sys.executable)
-    with contextlib.suppress(ValueError):
-        python = python.relative_to(REPO)
-    spec = getattr(sys.modules["__main__"], "__spec__", None)
-    if spec is None:
-        return shlex.join([str(python), *sys.argv])
-    return shlex.join([str(python), "-m", spec.name.removesuffix(".__main__"), *sys.argv[1:]])
 
 
 def report(args: argparse.Namespace, drains: list[DrainResult], costs: list[ClaimCost], baseline: Baseline) -> str:
@@ -881,18 +841,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def stop_on_sigterm() -> None:
-    """SIGTERM raises KeyboardInterrupt, so the ``finally`` blocks stop every child in order."""
-
-    def handler(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    signal.signal(signal.SIGTERM, handler)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    stop_on_sigterm()
+    interrupt_on(signal.SIGTERM)
     with tempfile.TemporaryDirectory(prefix="bench-scheduler-") as tmp_name:
         tmp = Path(tmp_name)
         try:

@@ -78,6 +78,8 @@ from scripts.bench.libero import (
     reset_trial,
     seeded_random_checkpoint,
 )
+from scripts.common.stats import percentile
+from scripts.common.tables import markdown
 
 
 @dataclass(frozen=True)
@@ -220,18 +222,20 @@ def report(pairs: list[Pair], args: argparse.Namespace) -> str:
         f"{args.max_steps} policy steps, seeded random policy (chunk {CHUNK}); {platform.node()}, "
         f"{os.cpu_count()} cores, MUJOCO_GL={os.environ['MUJOCO_GL']}",
         "",
-        "| pair | trial | first | load | raw ms/step | evalfleet ms/step | x raw | evalfleet act ms (mean) | "
-        "evalfleet ms/step less act | x raw | raw CPU s | evalfleet CPU s |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
+    header = ["pair", "trial", "first", "load", "raw ms/step", "evalfleet ms/step", "x raw", "evalfleet act ms (mean)"]
+    cells = []
     for number, pair in enumerate(pairs, start=1):
         raw, ours = pair.raw, pair.evalfleet
-        lines.append(
-            f"| {number} | {pair.trial} | {'raw' if pair.raw_first else 'evalfleet'} | {pair.load:.1f} | "
-            f"{raw.step_ms:.1f} | {ours.step_ms:.1f} | {pair.ratio:.3f} | {statistics.fmean(ours.act_ms):.2f} | "
-            f"{ours.simulator_step_ms:.1f} | {ours.simulator_step_ms / raw.step_ms:.3f} | {raw.cpu_s:.1f} | "
-            f"{ours.cpu_s:.1f} |"
-        )
+        cells.append(
+            [
+                f"{number}", f"{pair.trial}", "raw" if pair.raw_first else "evalfleet", f"{pair.load:.1f}",
+                f"{raw.step_ms:.1f}", f"{ours.step_ms:.1f}", f"{pair.ratio:.3f}",
+                f"{statistics.fmean(ours.act_ms):.2f}", f"{ours.simulator_step_ms:.1f}",
+                f"{ours.simulator_step_ms / raw.step_ms:.3f}", f"{raw.cpu_s:.1f}", f"{ours.cpu_s:.1f}",
+            ]
+        )  # fmt: skip
+    lines.append(markdown([*header, "evalfleet ms/step less act", "x raw", "raw CPU s", "evalfleet CPU s"], cells))
     ratios = [pair.ratio for pair in pairs]
     raw_ms = sum(p.raw.loop_s for p in pairs) / sum(p.raw.steps for p in pairs) * 1000
     ours_ms = sum(p.evalfleet.loop_s for p in pairs) / sum(p.evalfleet.steps for p in pairs) * 1000
@@ -245,7 +249,7 @@ def report(pairs: list[Pair], args: argparse.Namespace) -> str:
         f"CPU per episode, reset included: raw {raw_cpu:.1f} s, evalfleet {ours_cpu:.1f} s (every process of the "
         f"path): x{ours_cpu / raw_cpu:.3f}",
         f"policy round trip seen by the episode process: median {statistics.median(acts):.2f} ms, "
-        f"mean {statistics.fmean(acts):.2f} ms, p90 {float(np.percentile(acts, 90)):.2f} ms",
+        f"mean {statistics.fmean(acts):.2f} ms, p90 {percentile(acts, 90, 'linear'):.2f} ms",
         "trace digests: every pair's raw and evalfleet episodes ran the same trajectory",
     ]
     return "\n".join(lines)

@@ -42,6 +42,7 @@ from inference_server.backends.reference import seeded_random_chunk
 from manifests.format import Manifest
 from renderer_worker import video
 from scripts.bench.libero import CHUNK, SEED, libero_manifests
+from scripts.common.tables import markdown
 
 
 class TimedRecorder(video.VideoRecorder):
@@ -154,13 +155,15 @@ def main() -> int:
         for name, execute, every in ROWS:
             rows.append(run_row(name, manifests, execute, every, Path(folder)))
             print(f"done: {name}", file=sys.stderr, flush=True)
-    print("| row | episodes | frames/episode | encode ms/episode | encode % | episode s without video | with | MiB |")
-    print("|---|---|---|---|---|---|---|---|")
-    for row in rows:
-        print(
-            f"| {row.name} | {row.episodes} | {row.frames:.0f} | {row.encode_ms:.0f} | {100 * row.fraction:.1f}% "
-            f"| {row.episode_s_without:.2f} | {row.episode_s_with:.2f} | {row.mib:.2f} |"
-        )
+    header = ["row", "episodes", "frames/episode", "encode ms/episode", "encode %", "episode s without video"]
+    cells = [
+        [
+            row.name, f"{row.episodes}", f"{row.frames:.0f}", f"{row.encode_ms:.0f}", f"{100 * row.fraction:.1f}%",
+            f"{row.episode_s_without:.2f}", f"{row.episode_s_with:.2f}", f"{row.mib:.2f}",
+        ]
+        for row in rows
+    ]  # fmt: skip
+    print(markdown([*header, "with", "MiB"], cells))
     return 0
 
 

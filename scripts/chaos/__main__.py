@@ -23,10 +23,7 @@ from pathlib import Path
 
 from scripts.chaos.libero import LiberoConfig, libero_chaos_run, libero_report
 from scripts.chaos.synthetic import chaos_run, report, seal_checkpoint
-
-
-def _interrupted(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt(signal.Signals(signum).name)
+from scripts.common.signals import interrupt_on
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -77,8 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     faulthandler.dump_traceback_later(args.timeout, exit=True)
     # SIGTERM (and SIGINT, even where a background shell ignores it) unwinds, so that every process
     # and network namespace the run started goes with it.
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, _interrupted)
+    interrupt_on(signal.SIGTERM, signal.SIGINT)
     with tempfile.TemporaryDirectory(prefix="chaos-") as scratch:
         run_dir = args.run_dir or Path(scratch)
         if args.benchmark == "libero":

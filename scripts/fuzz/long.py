@@ -62,6 +62,7 @@ from evalfleet.local_fleet import policy_argv, scheduler_argv, wait_serving
 from evalfleet.processes import ServiceProcess
 from evalfleet.v1 import policy_pb2, scheduler_pb2
 from inference_server.checkpoint import seal
+from scripts.common.signals import set_on
 from scripts.fuzz.strategies import ALLOWED_CODES, messages
 from scripts.fuzz.targets import (
     SCHEDULER_KNOWN,
@@ -621,7 +622,7 @@ def main(argv: list[str] | None = None) -> int:
     report = Report(out_dir, targets, args.count, seed)
     print(f"fuzz_long: seed {seed}, {args.count} inputs per target, {len(targets)} targets, out {out_dir}", flush=True)
     print(f"  replay all: python -m scripts.fuzz.long --seed {seed} --count {args.count}", flush=True)
-    signal.signal(signal.SIGTERM, lambda signum, frame: STOP.set())
+    set_on(STOP, signal.SIGTERM)
     runner = Runner(args, report, work)
     finished = False
     try:

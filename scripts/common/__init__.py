@@ -1,0 +1,6 @@
+"""What the tools share, one concept per module: percentiles, tables, progress lines, signal
+handling, the command line that reproduces a run, and what a process costs (read from ``/proc``).
+
+Every module here imports only the standard library: the Labtasker baseline, which uses them, runs
+in a virtual environment without gRPC or numpy.
+"""
