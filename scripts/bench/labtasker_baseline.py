@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from evalfleet.processes import ServiceProcess, free_port
-from scripts.bench.scheduler import (
+from scripts.bench.drain import (
     START_TIMEOUT_S,
     WARMUP_CLAIMS,
     ClaimCost,

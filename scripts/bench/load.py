@@ -49,7 +49,8 @@ from evalfleet.processes import ServiceProcess, free_port, peak_rss_mib, rss_mib
 from evalfleet.scheduler_api.client import SchedulerClient
 from evalfleet.v1 import scheduler_pb2 as pb
 from evalfleet.v1 import scheduler_pb2_grpc as pb_grpc
-from scripts.bench.scheduler import ROUTE, evalfleet_populate, run_timed
+from scripts.bench.drain import run_timed
+from scripts.bench.evalfleet_scheduler import ROUTE, evalfleet_populate
 from scripts.common.command import command_line
 from scripts.common.progress import progress
 from scripts.common.signals import interrupt_on
