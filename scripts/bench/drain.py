@@ -21,7 +21,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from evalfleet.processes import ServiceProcess, cpu_seconds, peak_rss_mib
+from evalfleet.processes import ServiceProcess
+from scripts.common.procstat import cpu_seconds, peak_rss_mib
 from scripts.common.stats import percentile
 
 START_TIMEOUT_S = 60.0

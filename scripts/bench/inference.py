@@ -41,10 +41,11 @@ from evalfleet.local_fleet import policy_argv
 from evalfleet.policy_api import tensors
 from evalfleet.policy_api.aio_client import AsyncPolicyClient
 from evalfleet.policy_api.client import PolicyClient
-from evalfleet.processes import ServiceProcess, cpu_seconds, free_port
+from evalfleet.processes import ServiceProcess, free_port
 from evalfleet.v1 import policy_pb2
 from inference_server.checkpoint import seal
 from scripts.bench.openpi_noop_policy import openpi_server
+from scripts.common.procstat import cpu_seconds
 from scripts.common.stats import percentile
 from scripts.common.tables import markdown
 

@@ -40,7 +40,6 @@ import platform
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -67,6 +66,7 @@ from evalfleet.scheduler_api.client import SchedulerClient
 from inference_server.backends.reference import seeded_random_chunk
 from inference_server.checkpoint import seal
 from manifests.format import Manifest
+from scripts.common.procstat import cpu_seconds, episode_processes, peak_rss_mib
 from scripts.common.tables import markdown
 
 CHUNK = 10
@@ -151,7 +151,7 @@ def _raw_process(manifests: list[Manifest], out: multiprocessing.connection.Conn
             loop_s += time.monotonic() - loop_started
             del observation
         env.close()
-    out.send((time.monotonic() - started, loop_s, steps, _peak_rss_mib(os.getpid()), _cpu_seconds(os.getpid())))
+    out.send((time.monotonic() - started, loop_s, steps, peak_rss_mib(os.getpid()), cpu_seconds(os.getpid())))
 
 
 def reset_trial(env: Any, spec: EpisodeSpec, trace: TraceDigest | None = None) -> dict[str, Any]:
@@ -227,15 +227,15 @@ def run_evalfleet(manifests: list[Manifest], execute: int, cameras: tuple[str, .
         with SchedulerClient(scheduler.address) as client:
             for manifest in manifests:  # uploaded before the clock starts
                 client.put_manifest(manifest)
-            cpu_before = sum(_cpu_seconds(service.pid) for service in services)
+            cpu_before = sum(cpu_seconds(service.pid) for service in services)
             started = time.monotonic()
             client.submit([m.hash for m in manifests], "libero", batch_size=1, submission_id="bench", checkpoint=digest)
             _wait_settled(client, "bench", timeout=3600)
             makespan = time.monotonic() - started
-        episode_pids = list(_episode_processes(worker.pid))
-        rss = max((_peak_rss_mib(pid) for pid in episode_pids), default=float("nan"))
+        episode_pids = episode_processes(worker.pid)
+        rss = max((peak_rss_mib(pid) for pid in episode_pids), default=float("nan"))
         # Every process of the fleet: the episode processes were spawned after the clock started.
-        cpu = sum(_cpu_seconds(pid) for pid in [*(s.pid for s in services), *episode_pids]) - cpu_before
+        cpu = sum(cpu_seconds(pid) for pid in [*(s.pid for s in services), *episode_pids]) - cpu_before
     loop_s, steps, episodes = _episode_logs(run_dir / "episodes")
     name = (
         f"evalfleet, execute {execute}, {len(cameras)} camera{'s' if len(cameras) > 1 else ''} ({', '.join(cameras)})"
@@ -267,28 +267,6 @@ def _episode_logs(folder: Path) -> tuple[float, int, int]:
         steps += end["steps"]
         episodes += 1
     return loop_s, steps, episodes
-
-
-def _episode_processes(worker_pid: int) -> Iterator[int]:
-    """The worker's spawned episode processes (not multiprocessing's resource tracker)."""
-    for task in Path(f"/proc/{worker_pid}/task").iterdir():
-        for pid in (task / "children").read_text().split():
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-            if b"spawn_main" in cmdline:
-                yield int(pid)
-
-
-def _cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds the process has used so far (/proc/PID/stat fields 14 and 15)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def _peak_rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 # report ------------------------------------------------------------------------------------------------

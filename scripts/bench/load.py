@@ -45,13 +45,14 @@ from typing import Any, TypeVar
 import grpc
 
 from evalfleet.local_fleet import scheduler_argv, wait_serving
-from evalfleet.processes import ServiceProcess, free_port, peak_rss_mib, rss_mib
+from evalfleet.processes import ServiceProcess, free_port
 from evalfleet.scheduler_api.client import SchedulerClient
 from evalfleet.v1 import scheduler_pb2 as pb
 from evalfleet.v1 import scheduler_pb2_grpc as pb_grpc
 from scripts.bench.drain import run_timed
 from scripts.bench.evalfleet_scheduler import ROUTE, evalfleet_populate
 from scripts.common.command import command_line
+from scripts.common.procstat import peak_rss_mib, rss_mib
 from scripts.common.progress import progress
 from scripts.common.signals import interrupt_on
 from scripts.common.stats import percentile

@@ -72,12 +72,11 @@ from scripts.bench.libero import (
     CHUNK,
     EPOCH,
     SEED,
-    _cpu_seconds,
-    _episode_processes,
     _wait_settled,
     reset_trial,
     seeded_random_checkpoint,
 )
+from scripts.common.procstat import cpu_seconds, episode_processes
 from scripts.common.stats import percentile
 from scripts.common.tables import markdown
 
@@ -158,7 +157,7 @@ def _raw_process(requests: multiprocessing.connection.Connection) -> None:
     """Serves one episode per request (a manifest body) on one kept environment; answers an Episode."""
     env = None
     while (body := requests.recv()) is not None:
-        cpu_before = _cpu_seconds(os.getpid())
+        cpu_before = cpu_seconds(os.getpid())
         spec = episode_spec(manifest_format.parse(body), 0)
         if env is None:
             env = make_env(spec.task, spec.protocol.camera_height, spec.protocol.camera_width)
@@ -175,7 +174,7 @@ def _raw_process(requests: multiprocessing.connection.Connection) -> None:
                 break
         loop_s = time.monotonic() - started
         del observation
-        requests.send(Episode(steps, loop_s, _cpu_seconds(os.getpid()) - cpu_before, trace.hexdigest()))
+        requests.send(Episode(steps, loop_s, cpu_seconds(os.getpid()) - cpu_before, trace.hexdigest()))
     if env is not None:
         env.close()
 
@@ -197,14 +196,14 @@ class Fleet:
             self.digest = client.identity().digest
 
     def run(self, client: SchedulerClient, manifest: Manifest, submission_id: str) -> Episode:
-        pids = [self.scheduler.pid, self.policy.pid, self.worker.pid, *_episode_processes(self.worker.pid)]
-        cpu_before = {pid: _cpu_seconds(pid) for pid in pids}
+        pids = [self.scheduler.pid, self.policy.pid, self.worker.pid, *episode_processes(self.worker.pid)]
+        cpu_before = {pid: cpu_seconds(pid) for pid in pids}
         seen = set(self.output.rglob("episode-*.jsonl"))
         client.submit([manifest.hash], "libero", batch_size=1, submission_id=submission_id, checkpoint=self.digest)
         _wait_settled(client, submission_id, timeout=1800)
         # A new episode process (the first pair's) started after the clock: its CPU counts from 0.
-        pids = [*pids, *(pid for pid in _episode_processes(self.worker.pid) if pid not in pids)]
-        cpu = sum(_cpu_seconds(pid) - cpu_before.get(pid, 0.0) for pid in pids)
+        pids = [*pids, *(pid for pid in episode_processes(self.worker.pid) if pid not in pids)]
+        cpu = sum(cpu_seconds(pid) - cpu_before.get(pid, 0.0) for pid in pids)
         (log,) = set(self.output.rglob("episode-*.jsonl")) - seen
         lines = [json.loads(line) for line in log.read_text().splitlines()]
         start = next(line for line in lines if line["event"] == "start")

@@ -35,6 +35,7 @@ from manifests.format import read as read_manifest
 from scheduler.store.validation import MAX_ATTEMPTS
 from scripts.chaos.database import all_tasks_done, read_db
 from scripts.chaos.faults import Fault
+from scripts.common.procstat import episode_processes
 
 LIBERO_TARGETS = ("worker", "episode", "policy", "scheduler")
 PARTITION = "partition"
@@ -134,37 +135,6 @@ class Machine:
 def steps_logged(directory: Path) -> int:
     """Policy steps written so far to the episode logs under ``directory`` (one JSON line each)."""
     return sum(path.read_text(errors="replace").count('"event": "step"') for path in directory.rglob("*.jsonl"))
-
-
-def descendants(pid: int) -> list[int]:
-    """Every process below ``pid`` (from /proc), children first."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(entry.name))
-    found, frontier = [], [pid]
-    while frontier:
-        below = children.get(frontier.pop(), [])
-        found += below
-        frontier += below
-    return found
-
-
-def episode_processes(worker_pid: int) -> list[int]:
-    """The worker's episode processes: its spawned children (multiprocessing's resource tracker aside)."""
-    pids = []
-    for pid in descendants(worker_pid):
-        try:
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
-        except OSError:
-            continue
-        if b"multiprocessing.spawn" in cmdline and b"resource_tracker" not in cmdline:
-            pids.append(pid)
-    return pids
 
 
 def newest_episode_log(log_dir: Path) -> Path | None:
