@@ -42,39 +42,37 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 os.environ.setdefault("MUJOCO_GL", "osmesa")
 
 import numpy as np
 
-from benchmarks.base import TraceDigest
-from benchmarks.libero.adapter import add_build_arguments, build_manifests
-from benchmarks.libero.manifest import WAIT_ACTION, EpisodeSpec, episode_spec
+from benchmarks.libero.manifest import episode_spec
 from benchmarks.libero.sim import (
     CAMERAS,
-    add_scene,
-    add_state,
-    global_numpy_rng,
     make_env,
     observe,
-    write_fixture_poses,
 )
 from evalfleet.local_fleet import WORKER_LINE, LocalFleet, cpu_worker_argv, policy_argv, scheduler_argv
 from evalfleet.policy_api.client import PolicyClient
 from evalfleet.scheduler_api.client import SchedulerClient
 from inference_server.backends.reference import seeded_random_chunk
-from inference_server.checkpoint import seal
 from manifests.format import Manifest
+from scripts.bench.libero_workload import (
+    CAMERA_SIZE,
+    CHUNK,
+    EPOCH,
+    SEED,
+    libero_manifests,
+    seeded_random_checkpoint,
+    wait_settled,
+)
+from scripts.bench.raw_libero import reset_trial
 from scripts.common.procstat import cpu_seconds, episode_processes, peak_rss_mib
 from scripts.common.tables import markdown
 
-CHUNK = 10
-CAMERA_SIZE = 256
 # The evalfleet rows by name: actions executed per chunk x cameras the checkpoint consumes.
 RUNS = {"1x1": (1, CAMERAS[:1]), "1x2": (1, CAMERAS), "5x1": (5, CAMERAS[:1]), "5x2": (5, CAMERAS)}
-SEED = 0
-EPOCH = "random"
 
 
 @dataclass(frozen=True)
@@ -118,14 +116,6 @@ def parse_args() -> argparse.Namespace:
     return args
 
 
-def libero_manifests(max_steps: int) -> list[Manifest]:
-    parser = argparse.ArgumentParser()
-    add_build_arguments(parser)
-    argv = ["--suite", "libero_spatial", "--tasks", "0-1", "--trials", "2", "--jobs", "2"]
-    argv += ["--camera-size", str(CAMERA_SIZE), "--max-steps", str(max_steps)]
-    return build_manifests(parser.parse_args(argv))
-
-
 # raw: the environment as harnesses step it ----------------------------------------------------------
 
 
@@ -154,24 +144,6 @@ def _raw_process(manifests: list[Manifest], out: multiprocessing.connection.Conn
     out.send((time.monotonic() - started, loop_s, steps, peak_rss_mib(os.getpid()), cpu_seconds(os.getpid())))
 
 
-def reset_trial(env: Any, spec: EpisodeSpec, trace: TraceDigest | None = None) -> dict[str, Any]:
-    """A trial as harnesses reset it (LIBERO's hard reset, the manifest's fixture poses and initial
-    state, the wait steps); returns the last raw observation. With ``trace``, adds to it what the
-    adapter's trace digest holds up to the first policy step (the scene, then every state)."""
-    with global_numpy_rng(spec.protocol.seed):
-        env.reset()
-    write_fixture_poses(env, spec.fixture_poses, "fixture_poses")
-    raw: dict[str, Any] = env.set_init_state(spec.init_state)
-    if trace is not None:
-        add_scene(trace, env)
-        add_state(trace, env)
-    for _ in range(spec.protocol.num_steps_wait):
-        raw = env.step(np.array(WAIT_ACTION))[0]
-        if trace is not None:
-            add_state(trace, env)
-    return raw
-
-
 def run_raw(manifests: list[Manifest]) -> Row:
     context = multiprocessing.get_context("spawn")
     receive, send = context.Pipe(duplex=False)
@@ -184,22 +156,6 @@ def run_raw(manifests: list[Manifest]) -> Row:
 
 
 # evalfleet: scheduler -> worker -> inference server ---------------------------------------------------
-
-
-def seeded_random_checkpoint(root: Path, cameras: tuple[str, ...], execute: int) -> Path:
-    folder = root / EPOCH
-    folder.mkdir(parents=True)
-    settings = {
-        "cameras": [{"name": name, "height": CAMERA_SIZE, "width": CAMERA_SIZE} for name in cameras],
-        "state": [{"name": "robot0_eef_pos", "length": 3}, {"name": "robot0_gripper_qpos", "length": 2}],
-        "action_dim": 7,
-        "chunk_length": CHUNK,
-        "execute_steps": execute,  # the policy's deployment protocol, declared by its checkpoint
-        "seed": SEED,
-        "scale": 1.0,
-    }
-    seal(folder, "seeded-random", settings)
-    return root
 
 
 def run_evalfleet(manifests: list[Manifest], execute: int, cameras: tuple[str, ...], run_dir: Path) -> Row:
@@ -230,7 +186,7 @@ def run_evalfleet(manifests: list[Manifest], execute: int, cameras: tuple[str, .
             cpu_before = sum(cpu_seconds(service.pid) for service in services)
             started = time.monotonic()
             client.submit([m.hash for m in manifests], "libero", batch_size=1, submission_id="bench", checkpoint=digest)
-            _wait_settled(client, "bench", timeout=3600)
+            wait_settled(client, "bench", timeout=3600)
             makespan = time.monotonic() - started
         episode_pids = episode_processes(worker.pid)
         rss = max((peak_rss_mib(pid) for pid in episode_pids), default=float("nan"))
@@ -241,19 +197,6 @@ def run_evalfleet(manifests: list[Manifest], execute: int, cameras: tuple[str, .
         f"evalfleet, execute {execute}, {len(cameras)} camera{'s' if len(cameras) > 1 else ''} ({', '.join(cameras)})"
     )
     return Row(name, episodes, steps, makespan, 1000 * loop_s / steps, rss, cpu)
-
-
-def _wait_settled(client: SchedulerClient, submission_id: str, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        counts = client.status(submission_id).tasks
-        if counts.total and counts.succeeded + counts.failed + counts.cancelled == counts.total:
-            if counts.failed or counts.cancelled:
-                raise RuntimeError(f"{submission_id}: {counts.failed} tasks failed, {counts.cancelled} cancelled")
-            return
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{submission_id}: {counts.succeeded}/{counts.total} tasks done after {timeout:.0f}s")
-        time.sleep(0.2)
 
 
 def _episode_logs(folder: Path) -> tuple[float, int, int]:

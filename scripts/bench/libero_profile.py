@@ -43,7 +43,7 @@ from evalfleet.policy_api.client import PolicyClient
 from evalfleet.v1 import policy_pb2
 from manifests.format import Manifest
 from renderer_worker.episode import EpisodeJob, _for_policy
-from scripts.bench.libero import EPOCH, seeded_random_checkpoint
+from scripts.bench.libero_workload import EPOCH, seeded_random_checkpoint
 
 STATE = ("robot0_eef_pos", "robot0_gripper_qpos")
 Times = dict[str, list[float]]

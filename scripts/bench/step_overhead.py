@@ -67,15 +67,8 @@ from evalfleet.scheduler_api.client import SchedulerClient
 from inference_server.backends.reference import seeded_random_chunk
 from manifests import format as manifest_format
 from manifests.format import Manifest
-from scripts.bench.libero import (
-    CAMERA_SIZE,
-    CHUNK,
-    EPOCH,
-    SEED,
-    _wait_settled,
-    reset_trial,
-    seeded_random_checkpoint,
-)
+from scripts.bench.libero_workload import CAMERA_SIZE, CHUNK, EPOCH, SEED, seeded_random_checkpoint, wait_settled
+from scripts.bench.raw_libero import reset_trial
 from scripts.common.procstat import cpu_seconds, episode_processes
 from scripts.common.stats import percentile
 from scripts.common.tables import markdown
@@ -200,7 +193,7 @@ class Fleet:
         cpu_before = {pid: cpu_seconds(pid) for pid in pids}
         seen = set(self.output.rglob("episode-*.jsonl"))
         client.submit([manifest.hash], "libero", batch_size=1, submission_id=submission_id, checkpoint=self.digest)
-        _wait_settled(client, submission_id, timeout=1800)
+        wait_settled(client, submission_id, timeout=1800)
         # A new episode process (the first pair's) started after the clock: its CPU counts from 0.
         pids = [*pids, *(pid for pid in episode_processes(self.worker.pid) if pid not in pids)]
         cpu = sum(cpu_seconds(pid) - cpu_before.get(pid, 0.0) for pid in pids)

@@ -41,7 +41,7 @@ from benchmarks.libero.sim import CAMERAS
 from inference_server.backends.reference import seeded_random_chunk
 from manifests.format import Manifest
 from renderer_worker import video
-from scripts.bench.libero import CHUNK, SEED, libero_manifests
+from scripts.bench.libero_workload import CHUNK, SEED, libero_manifests
 from scripts.common.tables import markdown
 
 
