@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 
-from evalfleet.netns import netns_unavailable
 from scripts.chaos.libero import (
     LIBERO_TARGETS,
     PARTITION,
@@ -24,6 +23,7 @@ from scripts.chaos.libero import (
     libero_fault_plan,
     libero_report,
 )
+from scripts.common.netns import netns_unavailable
 
 if importlib.util.find_spec("libero") is None and os.environ.get("EVALFLEET_REQUIRE_LIBERO") != "1":
     pytest.skip("LIBERO is not installed (scripts/install_libero.sh)", allow_module_level=True)

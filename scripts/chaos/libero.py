@@ -7,7 +7,7 @@ renderer workers running LIBERO in their episode processes. Faults fire on progr
 counted in policy steps: the calm run goes first and its total of logged policy steps is what the
 seeded fractions are taken of. Beside the kills of workers, the scheduler and the inference server,
 the episode process under a worker is killed; where root and iproute2 allow it, each service runs
-on a host of its own (evalfleet.netns) and one more fault unplugs a worker's host past its lease,
+on a host of its own (scripts.common.netns) and one more fault unplugs a worker's host past its lease,
 then plugs it back in.
 
     MUJOCO_GL=osmesa python -m scripts.chaos --benchmark libero --tasks 0-1 --trials 5
@@ -27,7 +27,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from evalfleet.local_fleet import WORKER_LINE, cpu_worker_argv, policy_argv, scheduler_argv
-from evalfleet.netns import Host, Network, netns_unavailable
 from evalfleet.processes import ServiceProcess, wait_until
 from inference_server.backends.oracle import ORACLE_SETTINGS
 from inference_server.checkpoint import seal
@@ -35,6 +34,7 @@ from manifests.format import read as read_manifest
 from scheduler.store.validation import MAX_ATTEMPTS
 from scripts.chaos.database import all_tasks_done, read_db
 from scripts.chaos.faults import Fault
+from scripts.common.netns import Host, Network, netns_unavailable
 from scripts.common.procstat import episode_processes
 
 LIBERO_TARGETS = ("worker", "episode", "policy", "scheduler")
