@@ -80,7 +80,7 @@ def build_manifests(args: argparse.Namespace) -> list[manifest_format.Manifest]:
 
 def oracle_checkpoint(args: argparse.Namespace) -> Path:
     """A sealed checkpoint folder naming the oracle backend and the cameras and state it reads."""
-    root = args.run_dir / "checkpoints"
+    root: Path = args.run_dir / "checkpoints"
     folder = root / CHECKPOINT
     folder.mkdir(parents=True, exist_ok=True)
     settings = {
@@ -92,7 +92,7 @@ def oracle_checkpoint(args: argparse.Namespace) -> Path:
 
 
 def fresh_database(args: argparse.Namespace) -> Path:
-    db = args.run_dir / "scheduler.sqlite"
+    db: Path = args.run_dir / "scheduler.sqlite"
     for suffix in ("", "-wal", "-shm"):
         Path(f"{db}{suffix}").unlink(missing_ok=True)
     return db

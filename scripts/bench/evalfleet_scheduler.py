@@ -180,7 +180,7 @@ def evalfleet_drains(
     tmp: Path, episodes: int, worker_counts: Sequence[int], synchronous: str, budget_s: float
 ) -> list[DrainResult]:
     """A fresh server and database per worker count, so every drain starts from the same state."""
-    results = []
+    results: list[DrainResult] = []
     for mode in EVALFLEET_MODES:
         for workers in worker_counts:
             db = tmp / f"evalfleet-drain-{len(results)}-w{workers}.sqlite"

@@ -28,13 +28,14 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
+import numpy.typing as npt
 from openpi_client.websocket_client_policy import WebsocketClientPolicy
 
 from evalfleet.local_fleet import policy_argv
@@ -53,7 +54,7 @@ CAMERAS = ("head", "left", "right")
 STATE_DIM, CHUNK, ACTION_DIM = 14, 50, 14
 
 
-def settings(height: int, width: int, **extra: float) -> dict:
+def settings(height: int, width: int, **extra: float) -> dict[str, Any]:
     return {
         "cameras": [{"name": n, "height": height, "width": width} for n in CAMERAS],
         "state": [{"name": "qpos", "length": STATE_DIM}],
@@ -63,7 +64,7 @@ def settings(height: int, width: int, **extra: float) -> dict:
     }
 
 
-def observation_images(height: int, width: int) -> dict[str, np.ndarray]:
+def observation_images(height: int, width: int) -> dict[str, npt.NDArray[np.uint8]]:
     rng = np.random.default_rng(0)
     return {n: rng.integers(0, 256, (height, width, 3), dtype=np.uint8) for n in CAMERAS}
 
@@ -97,7 +98,8 @@ def latency(address: str, url: str, steps: int, rounds: int, kind: str) -> dict[
     that load from elsewhere on the machine falls on both alike; the first round is warmup. Run
     in its own process per kind: a grpc.aio channel in a process slows that process's sync calls."""
     images = observation_images(240, 320)
-    state = np.linspace(0, 1, STATE_DIM)
+    # Arrays of floats go to the clients as they are: they read any sequence of floats.
+    state = cast(Sequence[float], np.linspace(0, 1, STATE_DIM))
     episode = policy_pb2.EpisodeMeta(benchmark="bench", task="latency", instruction="do nothing")
     times: dict[str, list[float]] = {"grpc": [], "openpi": []}
     openpi = WebsocketClientPolicy(url)
@@ -150,7 +152,8 @@ def _session_worker(address: str, sessions: int, start_at: float, stop_at: float
         async with await client.open_session(digest, policy_pb2.EpisodeMeta(episode_id=str(index))) as session:
             step = 0
             while time.time() < stop_at:
-                await session.act(images, {"qpos": np.full(STATE_DIM, index)}, step, 0 if step == 0 else 1)
+                qpos = cast(Sequence[float], np.full(STATE_DIM, index))  # an array, read as a sequence
+                await session.act(images, {"qpos": qpos}, step, 0 if step == 0 else 1)
                 done += start_at <= time.time() < stop_at
                 step += 1
         return done
@@ -186,7 +189,9 @@ LEROBOT_TINY = Path(__file__).resolve().parents[1] / "lerobot_tiny.py"
 LIBERO_CAMERAS = ("agentview", "robot0_eye_in_hand")
 
 
-def lerobot_observation(rng: np.random.Generator, camera: int) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+def lerobot_observation(
+    rng: np.random.Generator, camera: int
+) -> tuple[dict[str, npt.NDArray[np.uint8]], dict[str, npt.NDArray[np.float64]]]:
     """Upright LIBERO camera images and the state entries the lerobot backend reads."""
     images = {name: rng.integers(0, 256, (camera, camera, 3), dtype=np.uint8) for name in LIBERO_CAMERAS}
     quat = rng.normal(size=4)
@@ -260,7 +265,8 @@ def _lerobot_session_worker(
     size and model time the server reports with each chunk."""
 
     async def run(client: AsyncPolicyClient, digest: str, index: int) -> Served:
-        images, state = lerobot_observation(np.random.default_rng(index), camera)
+        images, vectors = lerobot_observation(np.random.default_rng(index), camera)
+        state = cast(Mapping[str, Sequence[float]], vectors)  # arrays, read as sequences of floats
         meta = policy_pb2.EpisodeMeta(
             benchmark="libero", episode_id=str(index), instruction=f"put object {index} in the basket"
         )
@@ -362,7 +368,7 @@ def lerobot_section(args: argparse.Namespace) -> None:
         served = {s: Served() for s in counts}
         server_cpu = dict.fromkeys(counts, 0.0)
         direct: dict[int, list[dict[str, Any]]] = {b: [] for b in counts}
-        extra = ("--max-batch", str(batch), "--max-sessions", str(batch + 8))
+        extra: tuple[str, ...] = ("--max-batch", str(batch), "--max-sessions", str(batch + 8))
         extra += ("--batch-timeout-ms", str(args.lerobot_batch_timeout_ms))
         direct_process = DirectLeRobot(python, folder, camera, args.lerobot_threads)
         try:

@@ -33,8 +33,10 @@ import argparse
 import multiprocessing
 import tempfile
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 import numpy.typing as npt
@@ -138,6 +140,7 @@ def _client(
     steps, as an episode would (the server's history grows with the session)."""
     rng = np.random.default_rng(index)
     images, state = observation(rng, camera)
+    wire_state = cast(Mapping[str, Sequence[float]], state)  # arrays, read as sequences of floats
     measured = Measured()
     openpi = WebsocketClientPolicy(url)
     with PolicyClient(address) as client:
@@ -161,7 +164,7 @@ def _client(
                         )
                         session, step = client.open_session(digest, meta), 0
                     started = time.perf_counter()
-                    request = tensors.observation_request(step, 0 if step == 0 else CHUNK_LENGTH, images, state)
+                    request = tensors.observation_request(step, 0 if step == 0 else CHUNK_LENGTH, images, wire_state)
                     answer = session._exchange(request).chunk  # as act(), keeping the server's timings
                     actions = tensors.decode(answer.actions, "chunk.actions")
                     elapsed = time.perf_counter() - started

@@ -119,7 +119,8 @@ def run_baseline(python: Path, args: argparse.Namespace, tmp: Path) -> Baseline:
 def _baseline_timeout(args: argparse.Namespace) -> float:
     """Room for every drain's budget plus populating the claim-cost backlogs at >= 50 tasks/s."""
     populate = sum(p + args.baseline_claims for p in args.baseline_pending) / 50
-    return len(args.workers) * (args.budget_seconds + 120) + populate + 300
+    timeout: float = len(args.workers) * (args.budget_seconds + 120) + populate + 300
+    return timeout
 
 
 # ---------------------------------------------------------------------------------------------

@@ -30,12 +30,14 @@ import os
 import sys
 import tempfile
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 os.environ.setdefault("MUJOCO_GL", "osmesa")
 
 
+from benchmarks.base import ArtifactFile, Image, Observation
 from benchmarks.libero.adapter import LiberoBenchmark
 from benchmarks.libero.sim import CAMERAS
 from inference_server.backends.reference import seeded_random_chunk
@@ -50,12 +52,12 @@ class TimedRecorder(video.VideoRecorder):
 
     spent = 0.0
 
-    def add(self, images: dict[str, video.Image], step: int) -> None:  # type: ignore[override]
+    def add(self, images: Mapping[str, Image], step: int) -> None:
         started = time.perf_counter()
         super().add(images, step)
         self.spent += time.perf_counter() - started
 
-    def finish(self, success: bool) -> video.ArtifactFile | None:
+    def finish(self, success: bool) -> ArtifactFile | None:
         started = time.perf_counter()
         try:
             return super().finish(success)
@@ -91,7 +93,7 @@ def run_episode(
         observation = episode.reset()
         episode_id = manifest.episodes[index]["episode_id"]
         step, ran_steps = 0, 0
-        current = observation
+        current: Observation | None = observation
         while current is not None and not episode.done:
             if recorder is not None:
                 recorder.add(current.images, ran_steps)
@@ -102,7 +104,8 @@ def run_episode(
                     current = episode.step(action)
                     executed += 1
                     if episode.done:
-                        current = None
+                        # mypy keeps the loop test's narrowing of episode.done across episode.step()
+                        current = None  # type: ignore[unreachable]
                         break
                     if recorder is not None and executed < len(actions):
                         recorder.add(current.images, ran_steps + executed)

@@ -17,7 +17,7 @@ from vla_eval.model_servers.predict import PredictModelServer
 from vla_eval.model_servers.serve import serve
 
 
-class FixedCost(PredictModelServer):
+class FixedCost(PredictModelServer):  # type: ignore[misc]  # vla-eval ships no type information
     def __init__(self, batch_ms: float, max_batch_size: int, max_wait_ms: float, chunk: int, action_dim: int) -> None:
         super().__init__(chunk_size=None, max_batch_size=max_batch_size, max_wait_time=max_wait_ms / 1000.0)
         self.batch_s, self.chunk, self.action_dim = batch_ms / 1000.0, chunk, action_dim

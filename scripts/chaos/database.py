@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 
-def read_db(db: Path, query: str, params: tuple = ()) -> list[tuple]:
+def read_db(db: Path, query: str, params: tuple[object, ...] = ()) -> list[tuple[Any, ...]]:
     """A read-only query that works while the scheduler is down (WAL readers never block)."""
     conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30)
     try:
@@ -17,7 +18,8 @@ def read_db(db: Path, query: str, params: tuple = ()) -> list[tuple]:
 
 
 def stored_episodes(db: Path) -> int:
-    return read_db(db, "SELECT COUNT(*) FROM episode_results")[0][0]
+    count: int = read_db(db, "SELECT COUNT(*) FROM episode_results")[0][0]
+    return count
 
 
 def all_tasks_done(db: Path) -> bool:

@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal, cast
 
 from evalfleet.local_fleet import WORKER_LINE, cpu_worker_argv, policy_argv, scheduler_argv
 from evalfleet.processes import ServiceProcess, wait_until
@@ -277,9 +278,12 @@ class LiberoFleet:
         None if the evaluation ends first."""
         if target == "scheduler":
             return self.restart("scheduler", self.scheduler, self.sched_machine, self._scheduler_argv)
+
         busy = wait_until(
             lambda: self.busy_slots() or all_tasks_done(self.db), self.config.timeout, "an episode mid-rollout", 0.1
         )
+        # Nothing busy (an empty list) is falsy, so the value is busy slots or True; mypy solves it as object.
+        busy = cast("list[int] | Literal[True]", busy)
         if busy is True:
             return None
         slot = rng.choice(busy)
@@ -366,9 +370,11 @@ def evaluate_libero(
 
         for fault in plan:
             at = math.ceil(fault.at * calm_steps)
-            wait_until(
-                lambda at=at: steps() >= at or all_tasks_done(live.db), config.timeout, f"{at} policy steps", 0.1
-            )
+
+            def reached(at: int = at) -> bool:
+                return steps() >= at or all_tasks_done(live.db)
+
+            wait_until(reached, config.timeout, f"{at} policy steps", 0.1)
             if all_tasks_done(fleet.db):
                 log.append(f"evaluation finished before {fault.target} fault at step {at}: not injected")
                 continue

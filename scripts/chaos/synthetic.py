@@ -156,9 +156,11 @@ def evaluate(
         with SchedulerClient(fleet.scheduler.address) as client:
             client.submit([manifest], "synthetic", batch_size=5, max_attempts=MAX_ATTEMPTS, submission_id=SUBMISSION)
         for fault in plan:
-            wait_until(
-                lambda at=fault.at: stored_episodes(fleet.db) >= at * total, timeout, f"{fault.at:.0%} stored", 0.2
-            )
+
+            def reached(at: float = fault.at) -> bool:
+                return stored_episodes(fleet.db) >= at * total
+
+            wait_until(reached, timeout, f"{fault.at:.0%} stored", 0.2)
             stored = stored_episodes(fleet.db)
             log.append(f"t={time.monotonic() - started:6.1f}s stored={stored:5d}/{total} {fleet.inject(fault, rng)}")
         wait_until(lambda: all_tasks_done(fleet.db), timeout, "every task finished", 0.2)

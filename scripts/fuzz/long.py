@@ -337,6 +337,7 @@ class Policy(_Served):
         self.digest = self.identity().digest
 
     def identity(self) -> policy_pb2.GetIdentityResponse:
+        rpc: grpc.UnaryUnaryMultiCallable[policy_pb2.GetIdentityRequest, policy_pb2.GetIdentityResponse]
         rpc = self.channel.unary_unary(
             f"/{POLICY.full_name}/GetIdentity",
             request_serializer=lambda m: m.SerializeToString(),

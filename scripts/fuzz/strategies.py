@@ -8,7 +8,7 @@ The CI fuzz tests (`tests/test_fuzz_*.py`, whose settings profile `tests/conftes
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal, TypeVar, cast
 
 import grpc
 from google.protobuf import message_factory
@@ -29,6 +29,11 @@ ALLOWED_CODES = frozenset(
         grpc.StatusCode.RESOURCE_EXHAUSTED,
     }
 )
+
+M = TypeVar("M", bound=Message)
+
+# Unicode category of lone surrogates, which protobuf refuses to encode client-side.
+SURROGATES: tuple[Literal["Cs"]] = ("Cs",)
 
 _BOUNDS = {
     FieldDescriptor.TYPE_INT32: (-(2**31), 2**31 - 1),
@@ -58,7 +63,7 @@ def doubles() -> st.SearchStrategy[float]:
 
 def texts() -> st.SearchStrategy[str]:
     """Unicode without lone surrogates (protobuf refuses to encode those client-side)."""
-    alphabet = st.characters(blacklist_categories=("Cs",))
+    alphabet = st.characters(blacklist_categories=SURROGATES)
     return st.one_of(
         st.sampled_from(["", " ", "\x00", "a b", "..", "../etc", "w1", "{}", "[]", "null", "0" * 64, "é" * 300]),
         st.text(alphabet, max_size=40),
@@ -80,6 +85,7 @@ def _scalar(field: FieldDescriptor) -> st.SearchStrategy[Any]:
     if kind == FieldDescriptor.TYPE_BYTES:
         return st.one_of(st.binary(max_size=200), texts().map(lambda s: s.encode("utf-8")))
     if kind == FieldDescriptor.TYPE_ENUM:
+        assert field.enum_type is not None  # set on every enum field
         return st.one_of(st.sampled_from([v.number for v in field.enum_type.values]), integers(-(2**31), 2**31 - 1))
     raise TypeError(f"no strategy for field {field.full_name} of type {kind}")
 
@@ -121,6 +127,12 @@ def messages(
         else:
             fields[field.name] = st.lists(scalar(field), max_size=6) if _repeated(field) else scalar(field)
     return st.fixed_dictionaries({}, optional=fields).map(lambda values: _build(cls, descriptor, values))
+
+
+def messages_of(cls: type[M], known: dict[str, list[Any]] | None = None, depth: int = 3) -> st.SearchStrategy[M]:
+    """``messages`` of a generated message class, typed as that class."""
+    # A generated class's DESCRIPTOR is upb's descriptor where protobuf runs on upb: the same interface.
+    return cast("st.SearchStrategy[M]", messages(cast(Descriptor, cls.DESCRIPTOR), known, depth))
 
 
 def _repeated(field: FieldDescriptor) -> bool:

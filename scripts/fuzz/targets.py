@@ -35,7 +35,7 @@ from inference_server.backends import BackendError, RuntimeOptions
 from inference_server.checkpoint import INDEX_NAME, MANIFEST_FORMAT, MANIFEST_NAME, CheckpointError, hash_folder, load
 from inference_server.identity import describe
 from manifests.format import ManifestError, canonical_bytes, parse
-from scripts.fuzz.strategies import ALLOWED_CODES, doubles, integers, messages, texts
+from scripts.fuzz.strategies import ALLOWED_CODES, doubles, integers, messages_of, texts
 
 # The numbers of the allowed codes, for the in-band errors of a policy session.
 ALLOWED_VALUES = frozenset(code.value[0] for code in ALLOWED_CODES)
@@ -94,7 +94,7 @@ VALID_OBSERVATION = policy_pb2.Observation(
 
 def opening(digest: str) -> st.SearchStrategy[policy_pb2.SessionRequest]:
     """A well-formed open for a new episode (random metadata), so the messages after it are served."""
-    return messages(policy_pb2.EpisodeMeta.DESCRIPTOR).map(
+    return messages_of(policy_pb2.EpisodeMeta).map(
         lambda meta: policy_pb2.SessionRequest(open=policy_pb2.OpenSession(expected_digest=digest, episode=meta))
     )
 
@@ -128,8 +128,8 @@ def near_valid_observations() -> st.SearchStrategy[policy_pb2.SessionRequest]:
 
 def session_streams(digest: str) -> st.SearchStrategy[list[policy_pb2.SessionRequest]]:
     """The messages of one session stream: an open (well-formed or hostile), then up to four more."""
-    first = st.one_of(opening(digest), messages(policy_pb2.SessionRequest.DESCRIPTOR, POLICY_KNOWN))
-    later = st.one_of(messages(policy_pb2.SessionRequest.DESCRIPTOR, POLICY_KNOWN), near_valid_observations())
+    first = st.one_of(opening(digest), messages_of(policy_pb2.SessionRequest, POLICY_KNOWN))
+    later = st.one_of(messages_of(policy_pb2.SessionRequest, POLICY_KNOWN), near_valid_observations())
     return st.tuples(first, st.lists(later, max_size=4)).map(lambda parts: [parts[0], *parts[1]])
 
 
