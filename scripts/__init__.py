@@ -10,6 +10,11 @@ installed (pyproject's package list leaves ``scripts`` out) and no product packa
 - ``scripts.chaos``: evaluations reconciled after seeded kills (``python -m scripts.chaos``).
 - ``scripts.fuzz``: the fuzz strategies and properties the CI tests and the long run share, and the
   long run (``python -m scripts.fuzz.long``).
+- ``scripts.common``: what they share (percentiles, tables, progress lines, signals, the command
+  line, process costs, network-namespace hosts), one concept per module.
+- ``scripts.demo`` (``make demo``); ``scripts/gpu_check.py``, run as a file on GPU machines
+  (``.venv/bin/python scripts/gpu_check.py``); ``scripts/lerobot_tiny.py``, run as a file by
+  ``.venv-lerobot``'s python for the lerobot backend's tests and benchmark.
 
 This package and its subpackages import only the standard library when imported: the Labtasker
 baseline (``scripts.bench.labtasker_baseline``) runs in a virtual environment without gRPC.
