@@ -45,7 +45,7 @@ lerobot-venv: $(LEROBOT_STAMP)
 
 # A real libero_object evaluation with the scripted oracle on a local fleet (runs/demo/RESULTS.json).
 demo: $(INSTALL_STAMP)
-	$(PY) scripts/demo.py
+	$(PY) -m scripts.demo
 
 # The multi-host tests make network namespaces with iproute2's `ip`; without root they skip.
 iproute2:
@@ -77,8 +77,8 @@ docs: $(INSTALL_STAMP)
 	$(PY) -m scripts.docs_layout
 
 bench: $(INSTALL_STAMP)
-	$(PY) scripts/bench_scheduler.py
-	$(PY) scripts/bench_inference.py
+	$(PY) -m scripts.bench.scheduler
+	$(PY) -m scripts.bench.inference
 
 clean:
 	rm -rf $(VENV) $(LEROBOT_VENV) .pytest_cache build *.egg-info

@@ -6,7 +6,7 @@
 - `evalfleet.auth`, `evalfleet.channels`, `evalfleet.wire`: bearer tokens, client channels and
   server-side request parsing, shared by both servers and every client.
 - `evalfleet.processes`, `evalfleet.local_fleet`: the process harness (one child process: start,
-  wait, measure, stop) and, on it, a whole fleet on one machine.
+  wait, stop) and, on it, a whole fleet on one machine.
 
 Nothing here imports a service package (`scheduler`, `inference_server`, `renderer_worker`): a
 renderer worker or a user script loads no server code (import-linter holds this in CI).

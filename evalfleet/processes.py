@@ -1,22 +1,21 @@
-"""One child process of a harness: started, waited for on the line it prints once up, measured, stopped.
+"""One child process of a harness: started, waited for on the line it prints once up, stopped.
 
-The local fleet (``make demo``), the tests and the benchmark scripts start servers and workers with
-this code, and the benchmarks read what a server costs from it. It is a module of its own, beside
-``evalfleet.local_fleet``, because it knows nothing of evalfleet and imports only the standard
-library: the Labtasker baseline of ``scripts/bench_scheduler.py`` runs under its own virtual
-environment, without gRPC, and starts and measures its server with this same code, so both systems
-are measured alike. ``local_fleet`` adds what is evalfleet's: the services' command lines, the line a
-worker prints, the gRPC health wait, and a fleet that stops every service it started.
+The local fleet (``make demo``), the tests and the benchmarks start servers and workers with this
+code. It is a module of its own, beside ``evalfleet.local_fleet``, because it knows nothing of
+evalfleet and imports only the standard library: the Labtasker baseline of the scheduler benchmark
+(``scripts/bench/labtasker_baseline.py``) runs under its own virtual environment, without gRPC, and
+starts its server with this same code, so both systems are run alike (what a process costs, the
+benchmarks read with ``scripts.common.procstat``). ``local_fleet`` adds what is evalfleet's: the
+services' command lines, the line a worker prints, the gRPC health wait, and a fleet that stops
+every service it started.
 
 Each process runs as its own process group (so a kill reaches its episode processes too), writes its
 output to a log file, and is waited for on the line it prints once it is up, never on a fixed delay.
-CPU time and memory are read from ``/proc`` (Linux).
 """
 
 from __future__ import annotations
 
 import contextlib
-import math
 import os
 import queue
 import re
@@ -34,7 +33,6 @@ T = TypeVar("T")
 # The line a server prints once it is up: "... listening on HOST:PORT".
 ADDRESS_LINE = re.compile(r"listening on (\S+):(\d+)")
 LOG_TAIL_LINES = 20
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 class ServiceProcess:
@@ -196,26 +194,3 @@ def free_port() -> int:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
         return port
-
-
-def cpu_seconds(pid: int) -> float:
-    """utime + stime of every thread of ``pid``: the process's own CPU, not its clients'."""
-    text = Path(f"/proc/{pid}/stat").read_text()
-    fields = text[text.rindex(")") + 2 :].split()
-    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
-
-
-def rss_mib(pid: int) -> float:
-    """VmRSS: the resident set now."""
-    return _status_mib(pid, "VmRSS")
-
-
-def peak_rss_mib(pid: int) -> float:
-    """VmHWM: the resident-set high-water mark over the process's life."""
-    return _status_mib(pid, "VmHWM")
-
-
-def _status_mib(pid: int, key: str) -> float:
-    """A memory line of /proc/PID/status in MiB; NaN where the kernel does not report it."""
-    match = re.search(rf"^{key}:\s+(\d+) kB", Path(f"/proc/{pid}/status").read_text(), re.MULTILINE)
-    return int(match.group(1)) / 1024 if match else math.nan

@@ -149,7 +149,7 @@ def _drive(
     step, executed, ran_steps = 0, 0, 0
     current: Observation | None = observation
     while current is not None and not episode.done:
-        images, state = _for_policy(current, job)
+        images, state = policy_view(current, job)
         recorder.add(images, ran_steps)
         asked = time.perf_counter()
         chunk = _checked_chunk(session.act(images, state, step=step, executed=executed), episode.action_dim, step)
@@ -178,10 +178,10 @@ def _every_step(
     for executed, action in enumerate(actions, start=1):
         observation = episode.step(action)
         if episode.done:
-            recorder.add(_for_policy(observation, job)[0], ran_steps + executed)
+            recorder.add(policy_view(observation, job)[0], ran_steps + executed)
             return Executed(executed, None)
         if executed < len(actions):
-            recorder.add(_for_policy(observation, job)[0], ran_steps + executed)
+            recorder.add(policy_view(observation, job)[0], ran_steps + executed)
     return Executed(len(actions), observation)
 
 
@@ -199,7 +199,7 @@ def _checked_chunk(chunk: npt.NDArray[np.float32], action_dim: int, step: int) -
     return chunk
 
 
-def _for_policy(observation: Observation, job: EpisodeJob) -> tuple[dict[str, Image], dict[str, StateVector]]:
+def policy_view(observation: Observation, job: EpisodeJob) -> tuple[dict[str, Image], dict[str, StateVector]]:
     """The cameras and state entries the policy declared, from what the benchmark observed: the
     arrays themselves, encoded once, as they go into the request (``tensors.observation_request``)."""
     missing = [f"camera {name!r}" for name in job.cameras if name not in observation.images]

@@ -5,7 +5,7 @@ runs/demo/), one inference server with the scripted LIBERO oracle backend, and t
 workers; submits; shows live progress; prints the per-task summary; writes runs/demo/RESULTS.json;
 and stops every process it started, also on Ctrl-C.
 
-    .venv/bin/python scripts/demo.py [--tasks 0-4] [--trials 2] [--workers 2]
+    .venv/bin/python -m scripts.demo [--tasks 0-4] [--trials 2] [--workers 2]
 """
 
 from __future__ import annotations
@@ -80,7 +80,7 @@ def build_manifests(args: argparse.Namespace) -> list[manifest_format.Manifest]:
 
 def oracle_checkpoint(args: argparse.Namespace) -> Path:
     """A sealed checkpoint folder naming the oracle backend and the cameras and state it reads."""
-    root = args.run_dir / "checkpoints"
+    root: Path = args.run_dir / "checkpoints"
     folder = root / CHECKPOINT
     folder.mkdir(parents=True, exist_ok=True)
     settings = {
@@ -92,7 +92,7 @@ def oracle_checkpoint(args: argparse.Namespace) -> Path:
 
 
 def fresh_database(args: argparse.Namespace) -> Path:
-    db = args.run_dir / "scheduler.sqlite"
+    db: Path = args.run_dir / "scheduler.sqlite"
     for suffix in ("", "-wal", "-shm"):
         Path(f"{db}{suffix}").unlink(missing_ok=True)
     return db

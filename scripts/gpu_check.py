@@ -28,10 +28,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from renderer_worker import device, egl  # light: no gRPC, no simulator
 
-from renderer_worker import device, egl  # noqa: E402  (light: no gRPC, no simulator)
+REPO = Path(__file__).resolve().parents[1]
 
 EXIT_NO_GPU = 2
 

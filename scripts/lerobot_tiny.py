@@ -37,6 +37,7 @@ from typing import Any
 os.environ["HF_HUB_OFFLINE"] = "1"
 
 import numpy as np
+import numpy.typing as npt
 import torch
 from lerobot.configs.policies import PreTrainedConfig
 from lerobot.configs.types import FeatureType, PolicyFeature
@@ -95,7 +96,7 @@ def build(folder: Path, seed: int, size: tuple[int, int], benchmark: str = "libe
         part.save_pretrained(folder)
 
 
-def libero_observation(load: Callable[[str], np.ndarray]) -> dict[str, Any]:
+def libero_observation(load: Callable[[str], npt.NDArray[Any]]) -> dict[str, Any]:
     raw = {
         # The simulator's orientation: upside down, which LeRobot's LIBERO processor flips back.
         "pixels": {
@@ -110,7 +111,7 @@ def libero_observation(load: Callable[[str], np.ndarray]) -> dict[str, Any]:
     return dict(LiberoProcessorStep().observation(preprocess_observation(raw)))
 
 
-def robotwin_observation(load: Callable[[str], np.ndarray]) -> dict[str, Any]:
+def robotwin_observation(load: Callable[[str], npt.NDArray[Any]]) -> dict[str, Any]:
     pixels = {
         feature.removeprefix("observation.images."): load(camera)
         for camera, feature in zip(ROBOTWIN_CAMERAS, IMAGE_FEATURES["robotwin"], strict=True)
@@ -127,8 +128,9 @@ def direct(folder: Path, inputs: Path, out: Path, benchmark: str = "libero") -> 
     chunks = []
     for i, task in enumerate(tasks):
 
-        def load(name: str, i: int = i) -> np.ndarray:
-            return np.load(inputs / f"{i}.{name}.npy", allow_pickle=False)
+        def load(name: str, i: int = i) -> npt.NDArray[Any]:
+            array: npt.NDArray[Any] = np.load(inputs / f"{i}.{name}.npy", allow_pickle=False)
+            return array
 
         observation = OBSERVATIONS[benchmark](load)
         with torch.inference_mode():

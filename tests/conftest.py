@@ -1,16 +1,31 @@
-"""Shared fixtures: real `scheduler`, `inference-server` and `renderer-worker` processes on 127.0.0.1."""
+"""Shared fixtures: real `scheduler`, `inference-server` and `renderer-worker` processes on 127.0.0.1;
+and the settings the fuzz tests run hypothesis with."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 from procs import WORKER_LINE, ServiceProcess, policy_argv, scheduler_argv, wait_serving, worker_argv
 
 from benchmarks.synthetic.adapter import REFERENCE_POLICY_SETTINGS
 from evalfleet.scheduler_api.client import SchedulerClient
 from inference_server.checkpoint import seal
+
+# Deterministic by default so CI is reproducible; EVALFLEET_FUZZ=random explores new inputs locally.
+settings.register_profile(
+    "ci",
+    derandomize=True,
+    deadline=None,
+    database=None,
+    print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture],
+)
+settings.register_profile("random", parent=settings.get_profile("ci"), derandomize=False)
+settings.load_profile(os.environ.get("EVALFLEET_FUZZ", "ci"))
 
 
 class SchedulerProcess(ServiceProcess):

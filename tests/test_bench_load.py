@@ -1,4 +1,4 @@
-"""The load benchmark (scripts/bench_load.py) at --quick size, and the checks it makes on a run.
+"""The load benchmark (scripts.bench.load) at --quick size, and the checks it makes on a run.
 
 The quick run is a real scheduler and 32 simulated workers heartbeating for 15 s (after a 4-worker
 baseline phase); the test asserts what must hold whatever the machine's speed: no task held by two
@@ -16,10 +16,9 @@ from pathlib import Path
 
 import pytest
 
-SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
-sys.path.insert(0, str(SCRIPTS))
+from scripts.bench.load import bucket_quantile_ms, double_leases
 
-from bench_load import bucket_quantile_ms, double_leases  # noqa: E402 (scripts/ is importable only after the insert)
+REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.slow
@@ -27,7 +26,8 @@ from bench_load import bucket_quantile_ms, double_leases  # noqa: E402 (scripts/
 def test_quick_run_keeps_every_lease_single_and_every_count_matched(tmp_path: Path) -> None:
     out = tmp_path / "load.json"
     run = subprocess.run(
-        [sys.executable, str(SCRIPTS / "bench_load.py"), "--quick", "--json-out", str(out)],
+        [sys.executable, "-m", "scripts.bench.load", "--quick", "--json-out", str(out)],
+        cwd=REPO,
         capture_output=True,
         text=True,
         timeout=170,

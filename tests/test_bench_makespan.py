@@ -1,4 +1,4 @@
-"""The makespan benchmark's model (scripts/bench_makespan.py): its lower bound and its list scheduling.
+"""The makespan benchmark's model (scripts.bench.makespan): its lower bound and its list scheduling.
 
 The benchmark's verdict is a ratio of a measured makespan to the bound, and its `sim` column splits
 that ratio into the claim order and the machinery; both are only as good as these two functions.
@@ -9,15 +9,10 @@ still gives the figures BENCHMARKS.md published before real fleets were added. N
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 
-SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
-sys.path.insert(0, str(SCRIPTS))
-
-from bench_makespan import (  # noqa: E402 (scripts/ is importable only after the insert)
+from benchmarks.synthetic.manifest import build_synthetic
+from scripts.bench.makespan import (
     STRATEGIES,
     Fleet,
     bound_seconds,
@@ -27,8 +22,6 @@ from bench_makespan import (  # noqa: E402 (scripts/ is importable only after th
     uniform_fleet,
     workload,
 )
-
-from benchmarks.synthetic.manifest import build_synthetic  # noqa: E402
 
 
 def flat(episodes: int, seconds: float, task: str) -> list:

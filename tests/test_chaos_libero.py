@@ -1,4 +1,4 @@
-"""The chaos run on real LIBERO episodes (scripts/chaos_run.py --benchmark libero) at CI size.
+"""The chaos run on real LIBERO episodes (scripts.chaos.libero) at CI size.
 
 One libero_spatial task x 3 trials (128x128 camera, 8 policy steps, the demo's scripted oracle),
 run calm and then with a worker, an episode process and the inference server each killed (kill -9)
@@ -14,9 +14,16 @@ import os
 from pathlib import Path
 
 import pytest
-from test_chaos import load_chaos_run
 
-from evalfleet.netns import netns_unavailable
+from scripts.chaos.libero import (
+    LIBERO_TARGETS,
+    PARTITION,
+    LiberoConfig,
+    libero_chaos_run,
+    libero_fault_plan,
+    libero_report,
+)
+from scripts.common.netns import netns_unavailable
 
 if importlib.util.find_spec("libero") is None and os.environ.get("EVALFLEET_REQUIRE_LIBERO") != "1":
     pytest.skip("LIBERO is not installed (scripts/install_libero.sh)", allow_module_level=True)
@@ -29,13 +36,12 @@ if _NETNS_UNAVAILABLE and os.environ.get("EVALFLEET_REQUIRE_NETNS"):
 
 
 def test_real_libero_episodes_survive_kill_9_of_every_service(tmp_path: Path) -> None:
-    chaos_run = load_chaos_run()
     os.environ.setdefault("MUJOCO_GL", "osmesa")
-    config = chaos_run.LiberoConfig(
+    config = LiberoConfig(
         suite="libero_spatial", tasks="0", trials=3, max_steps=8, lease_seconds=6.0, faults_per_target=1, timeout=500
     )
-    chaotic, calm, problems, layout = chaos_run.libero_chaos_run(tmp_path, config)
-    print(chaos_run.libero_report(chaotic, calm, problems, layout))
+    chaotic, calm, problems, layout = libero_chaos_run(tmp_path, config)
+    print(libero_report(chaotic, calm, problems, layout))
 
     assert not problems, problems
     assert len(calm.results) == 3 and chaotic.results == calm.results
@@ -49,8 +55,7 @@ def test_real_libero_episodes_survive_kill_9_of_every_service(tmp_path: Path) ->
 
 
 def test_libero_fault_plan_is_seeded_and_covers_every_fault() -> None:
-    chaos_run = load_chaos_run()
-    plan = chaos_run.libero_fault_plan(7, 2, 1)
-    assert plan == chaos_run.libero_fault_plan(7, 2, 1) != chaos_run.libero_fault_plan(8, 2, 1)
-    assert sorted(f.target for f in plan) == sorted((*chaos_run.LIBERO_TARGETS * 2, chaos_run.PARTITION))
+    plan = libero_fault_plan(7, 2, 1)
+    assert plan == libero_fault_plan(7, 2, 1) != libero_fault_plan(8, 2, 1)
+    assert sorted(f.target for f in plan) == sorted((*LIBERO_TARGETS * 2, PARTITION))
     assert [f.at for f in plan] == sorted(f.at for f in plan)

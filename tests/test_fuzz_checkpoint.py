@@ -7,9 +7,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import fuzz  # noqa: F401  (loads the deterministic settings profile)
 import pytest
-from fuzz_targets import (
+from hypothesis import given, settings
+
+from benchmarks.synthetic.adapter import REFERENCE_POLICY_SETTINGS
+from inference_server.checkpoint import INDEX_NAME, MANIFEST_FORMAT, MANIFEST_NAME, CheckpointError, load
+from scripts.fuzz.targets import (
     SEAL,
     CheckpointCase,
     check_checkpoint_case,
@@ -17,10 +20,6 @@ from fuzz_targets import (
     loads_or_refuses,
     write_checkpoint,
 )
-from hypothesis import given, settings
-
-from benchmarks.synthetic.adapter import REFERENCE_POLICY_SETTINGS
-from inference_server.checkpoint import INDEX_NAME, MANIFEST_FORMAT, MANIFEST_NAME, CheckpointError, load
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -1,5 +1,5 @@
-"""scripts/fuzz_long.py at a tiny --count, so the 100,000-per-target run cannot rot: it starts the
-real servers, fuzzes every RPC of both services and both parsers, and reports each of them."""
+"""`python -m scripts.fuzz.long` at a tiny --count, so the 100,000-per-target run cannot rot: it
+starts the real servers, fuzzes every RPC of both services and both parsers, and reports each."""
 
 from __future__ import annotations
 
@@ -14,11 +14,13 @@ from evalfleet.v1 import policy_pb2, scheduler_pb2
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
 
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "fuzz_long.py"
+REPO = Path(__file__).resolve().parents[1]
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=240)
+    return subprocess.run(
+        [sys.executable, "-m", "scripts.fuzz.long", *args], cwd=REPO, capture_output=True, text=True, timeout=240
+    )
 
 
 def test_every_rpc_and_parser_is_fuzzed_and_reported(tmp_path: Path) -> None:
@@ -34,7 +36,7 @@ def test_every_rpc_and_parser_is_fuzzed_and_reported(tmp_path: Path) -> None:
     assert set(results["targets"]) == expected
     assert {name: t["inputs"] for name, t in results["targets"].items()} == dict.fromkeys(expected, 4)
     assert results["finished"] and results["failures"] == 0 and results["seed"] == 5
-    assert "replay all: python scripts/fuzz_long.py --seed 5 --count 4" in done.stdout
+    assert "replay all: python -m scripts.fuzz.long --seed 5 --count 4" in done.stdout
 
 
 def test_an_unknown_target_is_one_line() -> None:

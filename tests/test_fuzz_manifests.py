@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import fuzz  # noqa: F401  (loads the deterministic settings profile)
 import pytest
-from fuzz_targets import JSON_VALUES, VALID_MANIFEST, parses_or_refuses, replaced_field_body
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from manifests.format import ManifestError, parse, read
+from scripts.fuzz.targets import JSON_VALUES, VALID_MANIFEST, parses_or_refuses, replaced_field_body
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -11,13 +11,13 @@ from pathlib import Path
 
 import grpc
 import pytest
-from fuzz import ALLOWED_CODES, status_of
-from fuzz_targets import opening_frame, refused_in_band, session_streams
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from procs import ServiceProcess, policy_argv, wait_serving
 
 from evalfleet.v1 import policy_pb2 as pb
+from scripts.fuzz.strategies import ALLOWED_CODES, status_of
+from scripts.fuzz.targets import opening_frame, refused_in_band, session_streams
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -11,13 +11,13 @@ from pathlib import Path
 
 import grpc
 import pytest
-from fuzz import ALLOWED_CODES, messages, status_of
-from fuzz_targets import SCHEDULER_KNOWN, seed_scheduler
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from procs import ServiceProcess, db_fingerprint, scheduler_argv, wait_serving
 
 from evalfleet.v1 import scheduler_pb2 as pb
+from scripts.fuzz.strategies import ALLOWED_CODES, messages, status_of
+from scripts.fuzz.targets import SCHEDULER_KNOWN, seed_scheduler
 
 pytestmark = pytest.mark.timeout(300)
 

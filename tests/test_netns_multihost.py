@@ -1,6 +1,6 @@
 """Multi-host faults on one machine: the scheduler, the inference server and two renderer workers
-each on a host of its own (a network namespace with its own address, see netns.py), talking over
-a switch that the tests unplug hosts from.
+each on a host of its own (a network namespace with its own address, see scripts/common/netns.py),
+talking over a switch that the tests unplug hosts from.
 
 What they pin: a worker cut off past its lease loses the task to the other worker, and whatever it
 tries to write once it is back is refused, so every episode is counted once; a blip shorter than
@@ -25,8 +25,8 @@ from pathlib import Path
 import pytest
 from procs import WORKER_LINE, ServiceProcess, policy_argv, policy_steps_logged, scheduler_argv, wait_until, worker_argv
 
-from evalfleet.netns import Host, Network, netns_unavailable
 from manifests.format import parse
+from scripts.common.netns import Host, Network, netns_unavailable
 
 pytestmark = [pytest.mark.slow, pytest.mark.netns, pytest.mark.timeout(300)]
 

@@ -13,7 +13,7 @@ from evalfleet.v1 import scheduler_pb2 as pb
 from manifests import format as mf
 from renderer_worker import runner
 from renderer_worker.cli import parse_adapter_options
-from renderer_worker.episode import EpisodeJob, _checked_chunk, _for_policy
+from renderer_worker.episode import EpisodeJob, _checked_chunk, policy_view
 from renderer_worker.failures import EpisodeFailure
 
 pytestmark = pytest.mark.timeout(30)
@@ -26,7 +26,7 @@ def test_only_declared_cameras_and_state_are_sent():
         images={"front": np.zeros((2, 2, 3), np.uint8), "wrist": np.ones((2, 2, 3), np.uint8)},
         state={"joints": np.arange(3), "object_pos": np.ones(3)},
     )
-    images, state = _for_policy(observation, JOB)
+    images, state = policy_view(observation, JOB)
     sent = observation_request(0, 0, images, state).observation
     assert list(sent.images) == ["front"] and {k: list(v.values) for k, v in sent.state.items()} == {
         "joints": [0.0, 1.0, 2.0]
@@ -36,7 +36,7 @@ def test_only_declared_cameras_and_state_are_sent():
 def test_a_camera_the_policy_needs_but_the_benchmark_lacks_is_a_policy_error():
     observation = Observation(images={}, state={"joints": np.zeros(3)})
     with pytest.raises(EpisodeFailure) as caught:
-        _for_policy(observation, JOB)
+        policy_view(observation, JOB)
     assert caught.value.reason == pb.FAILURE_REASON_POLICY_ERROR and "camera 'front'" in str(caught.value)
 
 

@@ -7,7 +7,7 @@
 - `flat-cost`: sleeps a fixed time per batch whatever its size, like a GPU that is not saturated.
 - `seeded-random`: uniform random commands in [-scale, scale] from a generator seeded by (its
   settings' `seed`, the episode id, the step): a random policy whose chunks do not depend on
-  batching, timing or which server answers (`scripts/bench_libero.py`).
+  batching, timing or which server answers (`scripts/bench/libero.py`).
 
 Their manifest settings declare the contract: `cameras`, `state`, `action_dim`, `chunk_length`
 (`inference_server.backends.contract.NumpyBackend`).

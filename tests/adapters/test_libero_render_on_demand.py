@@ -26,16 +26,9 @@ if importlib.util.find_spec("libero") is None and os.environ.get("EVALFLEET_REQU
     pytest.skip("LIBERO is not installed (scripts/install_libero.sh)", allow_module_level=True)
 
 from benchmarks.libero.adapter import LiberoBenchmark, add_build_arguments, build_manifests
-from benchmarks.libero.manifest import WAIT_ACTION, episode_spec
-from benchmarks.libero.sim import (
-    CAMERAS,
-    add_scene,
-    add_state,
-    global_numpy_rng,
-    make_env,
-    observe,
-    write_fixture_poses,
-)
+from benchmarks.libero.manifest import episode_spec
+from benchmarks.libero.sim import CAMERAS, add_state, make_env, observe
+from scripts.bench.raw_libero import reset_trial
 
 pytestmark = [pytest.mark.slow, pytest.mark.libero]
 MAX_STEPS = 12
@@ -77,16 +70,8 @@ def reference(manifest: Manifest, actions: np.ndarray) -> Reference:
     spec = episode_spec(manifest, 0)
     env = make_env(spec.task, spec.protocol.camera_height, spec.protocol.camera_width)
     try:
-        with global_numpy_rng(spec.protocol.seed):
-            env.reset()
-        write_fixture_poses(env, spec.fixture_poses, "fixture_poses")
-        raw = env.set_init_state(spec.init_state)
         trace = TraceDigest()
-        add_scene(trace, env)
-        add_state(trace, env)
-        for _ in range(WAIT_STEPS):
-            raw = env.step(np.array(WAIT_ACTION))[0]
-            add_state(trace, env)
+        raw = reset_trial(env, spec, trace)  # the scene, the initial state, then WAIT_STEPS wait steps
         observations = [observe(env, raw)]
         for action in actions:
             raw = env.step(action)[0]

@@ -1,7 +1,7 @@
 """What evalfleet adds to a LIBERO step, measured against the raw environment in alternating pairs.
 
 Issue #14 item 4 asks that evalfleet's per-step cost over the raw environment be <= 3% at execute 1
-(every step observed, two 256x256 cameras). `bench_libero.py` compares whole rows run one after the
+(every step observed, two 256x256 cameras). `scripts.bench.libero` compares whole rows run one after the
 other, so on a shared or bursty machine a few percent of load drift lands in its ratio. Here both
 paths run the *same* episode, with the *same* actions, back to back, many times over, and the
 ratio is taken per pair:
@@ -29,8 +29,8 @@ every process of the path spent on the episode, reset included (for evalfleet: s
 inference server, worker and episode process). A warm-up pair, not counted, creates the
 environments first.
 
-    MUJOCO_GL=osmesa .venv/bin/python scripts/bench_step_overhead.py             # 6 pairs, ~15 min
-    MUJOCO_GL=osmesa .venv/bin/python scripts/bench_step_overhead.py --pairs 2 --max-steps 40
+    MUJOCO_GL=osmesa .venv/bin/python -m scripts.bench.step_overhead             # 6 pairs, ~15 min
+    MUJOCO_GL=osmesa .venv/bin/python -m scripts.bench.step_overhead --pairs 2 --max-steps 40
 """
 
 from __future__ import annotations
@@ -48,22 +48,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 os.environ.setdefault("MUJOCO_GL", "osmesa")
 
 import numpy as np
-from bench_libero import (
-    CAMERA_SIZE,
-    CHUNK,
-    EPOCH,
-    SEED,
-    _cpu_seconds,
-    _episode_processes,
-    _wait_settled,
-    reset_trial,
-    seeded_random_checkpoint,
-)
 
 from benchmarks.base import TraceDigest
 from benchmarks.libero.adapter import add_build_arguments, build_manifests
@@ -80,6 +67,11 @@ from evalfleet.scheduler_api.client import SchedulerClient
 from inference_server.backends.reference import seeded_random_chunk
 from manifests import format as manifest_format
 from manifests.format import Manifest
+from scripts.bench.libero_workload import CAMERA_SIZE, CHUNK, EPOCH, SEED, seeded_random_checkpoint, wait_settled
+from scripts.bench.raw_libero import reset_trial
+from scripts.common.procstat import cpu_seconds, episode_processes
+from scripts.common.stats import percentile
+from scripts.common.tables import markdown
 
 
 @dataclass(frozen=True)
@@ -158,7 +150,7 @@ def _raw_process(requests: multiprocessing.connection.Connection) -> None:
     """Serves one episode per request (a manifest body) on one kept environment; answers an Episode."""
     env = None
     while (body := requests.recv()) is not None:
-        cpu_before = _cpu_seconds(os.getpid())
+        cpu_before = cpu_seconds(os.getpid())
         spec = episode_spec(manifest_format.parse(body), 0)
         if env is None:
             env = make_env(spec.task, spec.protocol.camera_height, spec.protocol.camera_width)
@@ -175,7 +167,7 @@ def _raw_process(requests: multiprocessing.connection.Connection) -> None:
                 break
         loop_s = time.monotonic() - started
         del observation
-        requests.send(Episode(steps, loop_s, _cpu_seconds(os.getpid()) - cpu_before, trace.hexdigest()))
+        requests.send(Episode(steps, loop_s, cpu_seconds(os.getpid()) - cpu_before, trace.hexdigest()))
     if env is not None:
         env.close()
 
@@ -197,14 +189,14 @@ class Fleet:
             self.digest = client.identity().digest
 
     def run(self, client: SchedulerClient, manifest: Manifest, submission_id: str) -> Episode:
-        pids = [self.scheduler.pid, self.policy.pid, self.worker.pid, *_episode_processes(self.worker.pid)]
-        cpu_before = {pid: _cpu_seconds(pid) for pid in pids}
+        pids = [self.scheduler.pid, self.policy.pid, self.worker.pid, *episode_processes(self.worker.pid)]
+        cpu_before = {pid: cpu_seconds(pid) for pid in pids}
         seen = set(self.output.rglob("episode-*.jsonl"))
         client.submit([manifest.hash], "libero", batch_size=1, submission_id=submission_id, checkpoint=self.digest)
-        _wait_settled(client, submission_id, timeout=1800)
+        wait_settled(client, submission_id, timeout=1800)
         # A new episode process (the first pair's) started after the clock: its CPU counts from 0.
-        pids = [*pids, *(pid for pid in _episode_processes(self.worker.pid) if pid not in pids)]
-        cpu = sum(_cpu_seconds(pid) - cpu_before.get(pid, 0.0) for pid in pids)
+        pids = [*pids, *(pid for pid in episode_processes(self.worker.pid) if pid not in pids)]
+        cpu = sum(cpu_seconds(pid) - cpu_before.get(pid, 0.0) for pid in pids)
         (log,) = set(self.output.rglob("episode-*.jsonl")) - seen
         lines = [json.loads(line) for line in log.read_text().splitlines()]
         start = next(line for line in lines if line["event"] == "start")
@@ -222,18 +214,20 @@ def report(pairs: list[Pair], args: argparse.Namespace) -> str:
         f"{args.max_steps} policy steps, seeded random policy (chunk {CHUNK}); {platform.node()}, "
         f"{os.cpu_count()} cores, MUJOCO_GL={os.environ['MUJOCO_GL']}",
         "",
-        "| pair | trial | first | load | raw ms/step | evalfleet ms/step | x raw | evalfleet act ms (mean) | "
-        "evalfleet ms/step less act | x raw | raw CPU s | evalfleet CPU s |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
+    header = ["pair", "trial", "first", "load", "raw ms/step", "evalfleet ms/step", "x raw", "evalfleet act ms (mean)"]
+    cells = []
     for number, pair in enumerate(pairs, start=1):
         raw, ours = pair.raw, pair.evalfleet
-        lines.append(
-            f"| {number} | {pair.trial} | {'raw' if pair.raw_first else 'evalfleet'} | {pair.load:.1f} | "
-            f"{raw.step_ms:.1f} | {ours.step_ms:.1f} | {pair.ratio:.3f} | {statistics.fmean(ours.act_ms):.2f} | "
-            f"{ours.simulator_step_ms:.1f} | {ours.simulator_step_ms / raw.step_ms:.3f} | {raw.cpu_s:.1f} | "
-            f"{ours.cpu_s:.1f} |"
-        )
+        cells.append(
+            [
+                f"{number}", f"{pair.trial}", "raw" if pair.raw_first else "evalfleet", f"{pair.load:.1f}",
+                f"{raw.step_ms:.1f}", f"{ours.step_ms:.1f}", f"{pair.ratio:.3f}",
+                f"{statistics.fmean(ours.act_ms):.2f}", f"{ours.simulator_step_ms:.1f}",
+                f"{ours.simulator_step_ms / raw.step_ms:.3f}", f"{raw.cpu_s:.1f}", f"{ours.cpu_s:.1f}",
+            ]
+        )  # fmt: skip
+    lines.append(markdown([*header, "evalfleet ms/step less act", "x raw", "raw CPU s", "evalfleet CPU s"], cells))
     ratios = [pair.ratio for pair in pairs]
     raw_ms = sum(p.raw.loop_s for p in pairs) / sum(p.raw.steps for p in pairs) * 1000
     ours_ms = sum(p.evalfleet.loop_s for p in pairs) / sum(p.evalfleet.steps for p in pairs) * 1000
@@ -247,7 +241,7 @@ def report(pairs: list[Pair], args: argparse.Namespace) -> str:
         f"CPU per episode, reset included: raw {raw_cpu:.1f} s, evalfleet {ours_cpu:.1f} s (every process of the "
         f"path): x{ours_cpu / raw_cpu:.3f}",
         f"policy round trip seen by the episode process: median {statistics.median(acts):.2f} ms, "
-        f"mean {statistics.fmean(acts):.2f} ms, p90 {float(np.percentile(acts, 90)):.2f} ms",
+        f"mean {statistics.fmean(acts):.2f} ms, p90 {percentile(acts, 90, 'linear'):.2f} ms",
         "trace digests: every pair's raw and evalfleet episodes ran the same trajectory",
     ]
     return "\n".join(lines)

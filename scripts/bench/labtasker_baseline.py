@@ -1,4 +1,4 @@
-"""The Labtasker 2.8.0 side of ``bench_scheduler.py``, run under an environment that has it.
+"""The Labtasker 2.8.0 side of ``scripts.bench.scheduler``, run under an environment that has it.
 
 Labtasker pins its own FastAPI / httpx / SQLAlchemy stack, so it lives in a separate virtual
 environment (``.venv-bench``) and this module runs there as a subprocess of the benchmark. It reuses
@@ -21,6 +21,7 @@ import io
 import json
 import re
 import secrets
+import signal
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -28,9 +29,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from bench_scheduler import (
+from evalfleet.processes import ServiceProcess, free_port
+from scripts.bench.drain import (
     START_TIMEOUT_S,
     WARMUP_CLAIMS,
     ClaimCost,
@@ -39,12 +39,10 @@ from bench_scheduler import (
     describe_claims,
     describe_drain,
     measure_claims,
-    progress,
     run_drain,
-    stop_on_sigterm,
 )
-
-from evalfleet.processes import ServiceProcess, free_port
+from scripts.common.progress import progress
+from scripts.common.signals import interrupt_on
 
 T = TypeVar("T")
 ROUTE = "default"
@@ -151,7 +149,7 @@ def claim_costs(tmp: Path, pendings: Sequence[int], claims: int) -> list[ClaimCo
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description="Labtasker side of scripts/bench_scheduler.py")
+    parser = argparse.ArgumentParser(description="Labtasker side of scripts.bench.scheduler")
     parser.add_argument("--tasks", type=int, required=True)
     parser.add_argument("--workers", required=True, help="comma-separated worker counts")
     parser.add_argument("--pending", required=True, help="comma-separated backlogs")
@@ -160,7 +158,7 @@ def main() -> int:
     parser.add_argument("--tmp", type=Path, required=True)
     parser.add_argument("--json-out", type=Path, required=True)
     args = parser.parse_args()
-    stop_on_sigterm()  # the benchmark stops this run with SIGTERM
+    interrupt_on(signal.SIGTERM)  # the benchmark stops this run with SIGTERM
     try:
         drained = drains(args.tmp, args.tasks, [int(w) for w in args.workers.split(",")], args.budget_seconds)
         costs = claim_costs(args.tmp, [int(p) for p in args.pending.split(",")], args.claims)

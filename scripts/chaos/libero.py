@@ -1,290 +1,42 @@
-"""Chaos run: a synthetic evaluation while workers, the scheduler and the inference server are
-killed (SIGKILL to the process group) and restarted at seeded moments, then reconciled.
+"""Chaos run on real LIBERO episodes: the synthetic run's claim (faults cost time, never results) on
+simulator processes, renders and traces, with per-episode steps compared too.
 
-The claim under test: faults cost time, never results. At the end every planned episode has
-exactly one stored result, the summary's successes equal the manifest's success draws (retries
-after infrastructure faults are not counted as episodes), and the per-episode results (success and
-trace digest by episode index) equal those of the same evaluation run without faults.
+The fleet is the scheduler, one inference server serving the demo's scripted oracle
+(deterministic: each command is a function of the observation and the session's own history) and
+renderer workers running LIBERO in their episode processes. Faults fire on progress here too,
+counted in policy steps: the calm run goes first and its total of logged policy steps is what the
+seeded fractions are taken of. Beside the kills of workers, the scheduler and the inference server,
+the episode process under a worker is killed; where root and iproute2 allow it, each service runs
+on a host of its own (scripts.common.netns) and one more fault unplugs a worker's host past its lease,
+then plugs it back in.
 
-Faults fire on progress, not on the clock: each is drawn (seeded) as a fraction of the episodes
-stored, so a slow machine sees the same fault schedule as a fast one.
-
-`--benchmark libero` makes the same claim on real LIBERO episodes (simulator processes, renders,
-traces), with per-episode steps compared too, and two more faults: the episode process under a
-worker killed, and (as root with iproute2) a worker's host unplugged past its lease and plugged back.
-
-    python scripts/chaos_run.py --episodes 1000 --seed 7
-    MUJOCO_GL=osmesa python scripts/chaos_run.py --benchmark libero --tasks 0-1 --trials 5
+    MUJOCO_GL=osmesa python -m scripts.chaos --benchmark libero --tasks 0-1 --trials 5
 """
 
 from __future__ import annotations
 
-import argparse
-import faulthandler
 import math
 import os
 import random
 import signal
-import sqlite3
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal, cast
 
-from benchmarks.synthetic.adapter import REFERENCE_POLICY_SETTINGS
-from benchmarks.synthetic.manifest import build_synthetic
-from evalfleet.local_fleet import (
-    WORKER_LINE,
-    cpu_worker_argv,
-    policy_argv,
-    scheduler_argv,
-    wait_serving,
-    worker_argv,
-)
-from evalfleet.netns import Host, Network, netns_unavailable
+from evalfleet.local_fleet import WORKER_LINE, cpu_worker_argv, policy_argv, scheduler_argv
 from evalfleet.processes import ServiceProcess, wait_until
-from evalfleet.scheduler_api.client import SchedulerClient
 from evalfleet.scheduler_api.limits import MAX_ATTEMPTS
 from inference_server.backends.oracle import ORACLE_SETTINGS
 from inference_server.checkpoint import seal
-from manifests.format import Manifest
 from manifests.format import read as read_manifest
-
-SUBMISSION = "chaos"
-EPOCH = "syn"
-TARGETS = ("worker", "scheduler", "policy")
-EpisodeResults = dict[int, tuple[bool, str]]
-
-
-@dataclass(frozen=True)
-class Fault:
-    """Kill ``target`` once ``at`` of the planned episodes are stored."""
-
-    at: float
-    target: str
-
-
-@dataclass
-class Outcome:
-    """What one evaluation produced, and the log of the faults injected into it."""
-
-    results: EpisodeResults
-    result_rows: int
-    episodes_succeeded: int
-    attempts: int
-    tasks: int
-    seconds: float
-    fault_log: list[str] = field(default_factory=list)
-
-
-def fault_plan(seed: int, faults_per_target: int) -> list[Fault]:
-    """Seeded kill moments, each target ``faults_per_target`` times, in progress order."""
-    rng = random.Random(seed)
-    plan = [Fault(round(rng.uniform(0.05, 0.9), 3), target) for target in TARGETS for _ in range(faults_per_target)]
-    return sorted(plan, key=lambda fault: fault.at)
-
-
-def seal_checkpoint(root: Path) -> Path:
-    """The deterministic reference checkpoint under ``root/syn`` (sealed once)."""
-    if not (root / EPOCH).exists():
-        (root / EPOCH).mkdir(parents=True)
-        seal(root / EPOCH, "deterministic", REFERENCE_POLICY_SETTINGS)
-    return root
-
-
-def read_db(db: Path, query: str, params: tuple = ()) -> list[tuple]:
-    """A read-only query that works while the scheduler is down (WAL readers never block)."""
-    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30)
-    try:
-        return conn.execute(query, params).fetchall()
-    finally:
-        conn.close()
-
-
-def stored_episodes(db: Path) -> int:
-    return read_db(db, "SELECT COUNT(*) FROM episode_results")[0][0]
-
-
-def all_tasks_done(db: Path) -> bool:
-    """True once no task is pending or leased; a failed task is reported by the reconciliation."""
-    states = dict(read_db(db, "SELECT state, COUNT(*) FROM tasks GROUP BY state"))
-    return bool(states) and not states.get("pending") and not states.get("leased")
-
-
-class Fleet:
-    """The scheduler, one inference server and the workers of one evaluation, restartable in place."""
-
-    def __init__(self, run_dir: Path, checkpoint_root: Path, workers: int, time_scale: float) -> None:
-        self.run_dir = run_dir
-        self.db = run_dir / "scheduler.sqlite"
-        self.logs = run_dir / "logs"
-        self.scheduler = ServiceProcess(scheduler_argv(self.db, "--lease-seconds", "4"), self.logs / "scheduler.log")
-        self.checkpoint_root = checkpoint_root
-        self.policy = ServiceProcess(policy_argv(EPOCH, checkpoint_root), self.logs / "policy.log")
-        self.worker_count = workers
-        self.time_scale = time_scale
-        self.workers: list[ServiceProcess] = []
-        self._started_workers = 0
-
-    def start(self) -> None:
-        for server in (self.scheduler, self.policy):
-            server.start()
-            wait_serving(server.address)
-        for _ in range(self.worker_count):
-            self.start_worker()
-
-    def start_worker(self) -> ServiceProcess:
-        """A worker with a fresh id, as a scheduler restarting a lost job array element would."""
-        worker_id = f"w{self._started_workers}"
-        self._started_workers += 1
-        argv = worker_argv(
-            self.scheduler.address,
-            [self.policy.address],
-            "--cpu",
-            "--worker-id",
-            worker_id,
-            "--output",
-            str(self.run_dir / "episodes"),
-            "--poll-seconds",
-            "0.2",
-            "--concurrency",
-            "2",
-            "--adapter-option",
-            f"synthetic.time_scale={self.time_scale}",
-        )
-        worker = ServiceProcess(argv, self.logs / f"worker-{worker_id}.log", ready=WORKER_LINE)
-        worker.start()
-        self.workers.append(worker)
-        return worker
-
-    def inject(self, fault: Fault, rng: random.Random) -> str:
-        """Kills the target's whole process group and brings it back; returns the log line."""
-        if fault.target == "worker":
-            victim = rng.choice([w for w in self.workers if w.running])
-            victim.kill()
-            replacement = self.start_worker()
-            killed, started = (p.argv[p.argv.index("--worker-id") + 1] for p in (victim, replacement))
-            return f"killed worker {killed}, started {started}"
-        server = self.scheduler if fault.target == "scheduler" else self.policy
-        port = server.port
-        server.kill()
-        if fault.target == "scheduler":
-            server.argv = scheduler_argv(self.db, "--lease-seconds", "4", port=port)
-        else:
-            server.argv = policy_argv(EPOCH, self.checkpoint_root, port=port)
-        server.start()
-        wait_serving(server.address)
-        return f"killed {fault.target} on port {port}, restarted on the same port"
-
-    def stop(self) -> None:
-        for service in (*self.workers, self.policy, self.scheduler):
-            service.kill()
-
-
-def evaluate(
-    run_dir: Path,
-    checkpoint_root: Path,
-    manifest: Manifest,
-    *,
-    plan: list[Fault],
-    seed: int,
-    workers: int = 3,
-    time_scale: float = 0.01,
-    timeout: float = 900.0,
-) -> Outcome:
-    """Runs the manifest to the end on a fresh fleet, injecting ``plan``; returns what was stored."""
-    started = time.monotonic()
-    fleet = Fleet(run_dir, checkpoint_root, workers, time_scale)
-    rng = random.Random(seed)
-    log: list[str] = []
-    total = len(manifest.episodes)
-    try:
-        fleet.start()
-        with SchedulerClient(fleet.scheduler.address) as client:
-            client.submit([manifest], "synthetic", batch_size=5, max_attempts=MAX_ATTEMPTS, submission_id=SUBMISSION)
-        for fault in plan:
-            wait_until(
-                lambda at=fault.at: stored_episodes(fleet.db) >= at * total, timeout, f"{fault.at:.0%} stored", 0.2
-            )
-            stored = stored_episodes(fleet.db)
-            log.append(f"t={time.monotonic() - started:6.1f}s stored={stored:5d}/{total} {fleet.inject(fault, rng)}")
-        wait_until(lambda: all_tasks_done(fleet.db), timeout, "every task finished", 0.2)
-        with SchedulerClient(fleet.scheduler.address) as client:
-            summary = client.summary(SUBMISSION)
-    finally:
-        fleet.stop()
-    rows = read_db(fleet.db, "SELECT episode_index, success, trace_digest FROM episode_results")
-    ((attempts, tasks),) = read_db(fleet.db, "SELECT COALESCE(SUM(attempts), 0), COUNT(*) FROM tasks")
-    return Outcome(
-        results={index: (bool(success), digest) for index, success, digest in rows},
-        result_rows=len(rows),
-        episodes_succeeded=summary.episodes_succeeded,
-        attempts=attempts,
-        tasks=tasks,
-        seconds=time.monotonic() - started,
-        fault_log=log,
-    )
-
-
-def reconcile(manifest: Manifest, chaotic: Outcome, calm: Outcome) -> list[str]:
-    """Every way the chaotic run differs from what a fault-free evaluation must give; empty if none."""
-    total = len(manifest.episodes)
-    draws = [bool(episode["success"]) for episode in manifest.episodes]
-    problems = []
-    for name, outcome in (("chaos", chaotic), ("calm", calm)):
-        if outcome.result_rows != total or set(outcome.results) != set(range(total)):
-            problems.append(f"{name}: {outcome.result_rows} result rows for {total} planned episodes")
-        if outcome.episodes_succeeded != sum(draws):
-            problems.append(
-                f"{name}: summary counts {outcome.episodes_succeeded} successes, manifest draws {sum(draws)}"
-            )
-        wrong = [i for i, (success, _) in outcome.results.items() if success != draws[i]]
-        if wrong:
-            problems.append(f"{name}: success differs from the manifest at episodes {wrong[:10]}")
-    differing = sorted(i for i in range(total) if chaotic.results.get(i) != calm.results.get(i))
-    if differing:
-        problems.append(
-            f"per-episode results differ from the fault-free run at {len(differing)} episodes: {differing[:10]}"
-        )
-    return problems
-
-
-def report(chaotic: Outcome, calm: Outcome, problems: list[str]) -> str:
-    lines = ["fault log:", *(f"  {line}" for line in chaotic.fault_log), "reconciliation:"]
-    for name, outcome in (("chaos", chaotic), ("calm", calm)):
-        lines.append(
-            f"  {name}: {outcome.result_rows} results, {outcome.episodes_succeeded} succeeded, "
-            f"{outcome.attempts} attempts for {outcome.tasks} tasks, {outcome.seconds:.1f}s"
-        )
-    lines += [f"  PROBLEM {problem}" for problem in problems] or [
-        "  OK: every episode once, same results as without faults"
-    ]
-    return "\n".join(lines)
-
-
-def chaos_run(
-    run_dir: Path, checkpoint_root: Path, episodes: int, seed: int, faults_per_target: int, workers: int = 3
-) -> tuple[Outcome, Outcome, list[str]]:
-    """The evaluation with the seeded faults, then without any; and their reconciliation."""
-    manifest = build_synthetic(episodes, seed=seed, mean_seconds=1.0)
-    plan = fault_plan(seed, faults_per_target)
-    chaotic = evaluate(run_dir / "chaos", checkpoint_root, manifest, plan=plan, seed=seed, workers=workers)
-    calm = evaluate(run_dir / "calm", checkpoint_root, manifest, plan=[], seed=seed, workers=workers)
-    return chaotic, calm, reconcile(manifest, chaotic, calm)
-
-
-# --- Real LIBERO episodes (`--benchmark libero`) -------------------------------------------------
-#
-# The same claim on real episodes: simulator processes, renders and traces. The fleet is the
-# scheduler, one inference server serving the demo's scripted oracle (deterministic: each command is
-# a function of the observation and the session's own history) and renderer workers running LIBERO
-# in their episode processes. Faults fire on progress here too, counted in policy steps: the calm
-# run goes first and its total of logged policy steps is what the seeded fractions are taken of.
-# Where root and iproute2 allow it, each service runs on a host of its own (evalfleet.netns) and one
-# more fault unplugs a worker's host past its lease, then plugs it back in.
+from scripts.chaos.database import all_tasks_done, read_db
+from scripts.chaos.faults import Fault
+from scripts.common.netns import Host, Network, netns_unavailable
+from scripts.common.procstat import episode_processes
 
 LIBERO_TARGETS = ("worker", "episode", "policy", "scheduler")
 PARTITION = "partition"
@@ -384,37 +136,6 @@ class Machine:
 def steps_logged(directory: Path) -> int:
     """Policy steps written so far to the episode logs under ``directory`` (one JSON line each)."""
     return sum(path.read_text(errors="replace").count('"event": "step"') for path in directory.rglob("*.jsonl"))
-
-
-def descendants(pid: int) -> list[int]:
-    """Every process below ``pid`` (from /proc), children first."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(entry.name))
-    found, frontier = [], [pid]
-    while frontier:
-        below = children.get(frontier.pop(), [])
-        found += below
-        frontier += below
-    return found
-
-
-def episode_processes(worker_pid: int) -> list[int]:
-    """The worker's episode processes: its spawned children (multiprocessing's resource tracker aside)."""
-    pids = []
-    for pid in descendants(worker_pid):
-        try:
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
-        except OSError:
-            continue
-        if b"multiprocessing.spawn" in cmdline and b"resource_tracker" not in cmdline:
-            pids.append(pid)
-    return pids
 
 
 def newest_episode_log(log_dir: Path) -> Path | None:
@@ -557,9 +278,12 @@ class LiberoFleet:
         None if the evaluation ends first."""
         if target == "scheduler":
             return self.restart("scheduler", self.scheduler, self.sched_machine, self._scheduler_argv)
+
         busy = wait_until(
             lambda: self.busy_slots() or all_tasks_done(self.db), self.config.timeout, "an episode mid-rollout", 0.1
         )
+        # Nothing busy (an empty list) is falsy, so the value is busy slots or True; mypy solves it as object.
+        busy = cast("list[int] | Literal[True]", busy)
         if busy is True:
             return None
         slot = rng.choice(busy)
@@ -646,9 +370,11 @@ def evaluate_libero(
 
         for fault in plan:
             at = math.ceil(fault.at * calm_steps)
-            wait_until(
-                lambda at=at: steps() >= at or all_tasks_done(live.db), config.timeout, f"{at} policy steps", 0.1
-            )
+
+            def reached(at: int = at) -> bool:
+                return steps() >= at or all_tasks_done(live.db)
+
+            wait_until(reached, config.timeout, f"{at} policy steps", 0.1)
             if all_tasks_done(fleet.db):
                 log.append(f"evaluation finished before {fault.target} fault at step {at}: not injected")
                 continue
@@ -762,91 +488,3 @@ def libero_chaos_run(
         use_network=use_network,
     )
     return chaotic, calm, reconcile_libero(planned, chaotic, calm), layout
-
-
-def _interrupted(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt(signal.Signals(signum).name)
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--benchmark", choices=("synthetic", "libero"), default="synthetic")
-    parser.add_argument("--episodes", type=int, default=1000, help="synthetic: episodes")
-    parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument(
-        "--faults-per-target",
-        type=int,
-        default=2,
-        help="kills of each of worker, scheduler, policy (libero: and episode process)",
-    )
-    parser.add_argument("--workers", type=int, default=None, help="renderer workers (synthetic 3, libero 2)")
-    parser.add_argument("--suite", default=LiberoConfig.suite, help="libero: the suite")
-    parser.add_argument("--tasks", default=LiberoConfig.tasks, help="libero: task ids of the suite")
-    parser.add_argument("--trials", type=int, default=LiberoConfig.trials, help="libero: trials per task")
-    parser.add_argument("--camera-size", type=int, default=LiberoConfig.camera, help="libero: camera pixels")
-    parser.add_argument(
-        "--max-steps", type=int, default=LiberoConfig.max_steps, help="libero: policy step budget (0: the suite's)"
-    )
-    parser.add_argument(
-        "--wait-steps", type=int, default=LiberoConfig.wait_steps, help="libero: settle steps before the policy acts"
-    )
-    parser.add_argument("--lease-seconds", type=float, default=LiberoConfig.lease_seconds, help="libero")
-    parser.add_argument(
-        "--partitions", type=int, default=LiberoConfig.partitions, help="libero: worker hosts cut off past the lease"
-    )
-    parser.add_argument(
-        "--network",
-        choices=("auto", "on", "off"),
-        default="auto",
-        help="libero: services on network-namespace hosts (auto: where root and iproute2 allow)",
-    )
-    parser.add_argument("--run-dir", type=Path, default=None, help="keeps databases and logs (default: a temp dir)")
-    parser.add_argument(
-        "--timeout", type=float, default=1800.0, help="seconds before the stacks are dumped and the run exits"
-    )
-    args = parser.parse_args(argv)
-    counts = ("episodes", "trials", "camera_size", "max_steps", "wait_steps", "faults_per_target", "partitions")
-    for name in (*counts, "workers"):
-        least = 0 if name in ("max_steps", "wait_steps", "faults_per_target", "partitions") else 1
-        if getattr(args, name) is not None and getattr(args, name) < least:
-            parser.error(f"--{name.replace('_', '-')} must be >= {least}, not {getattr(args, name)}")
-    if args.lease_seconds <= 0 or args.timeout <= 0:
-        parser.error("--lease-seconds and --timeout must be > 0")
-    # A hang anywhere (a harness bug or a fleet that stopped making progress) ends with the stacks.
-    faulthandler.dump_traceback_later(args.timeout, exit=True)
-    # SIGTERM (and SIGINT, even where a background shell ignores it) unwinds, so that every process
-    # and network namespace the run started goes with it.
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, _interrupted)
-    with tempfile.TemporaryDirectory(prefix="chaos-") as scratch:
-        run_dir = args.run_dir or Path(scratch)
-        if args.benchmark == "libero":
-            os.environ.setdefault("MUJOCO_GL", "osmesa")
-            config = LiberoConfig(
-                suite=args.suite,
-                tasks=args.tasks,
-                trials=args.trials,
-                camera=args.camera_size,
-                max_steps=args.max_steps,
-                wait_steps=args.wait_steps,
-                workers=args.workers or LiberoConfig.workers,
-                lease_seconds=args.lease_seconds,
-                seed=args.seed,
-                faults_per_target=args.faults_per_target,
-                partitions=args.partitions,
-                timeout=args.timeout,
-            )
-            use_network = {"auto": None, "on": True, "off": False}[args.network]
-            libero_chaotic, libero_calm, problems, layout = libero_chaos_run(run_dir, config, use_network)
-            print(libero_report(libero_chaotic, libero_calm, problems, layout))
-            return 1 if problems else 0
-        root = seal_checkpoint(run_dir / "checkpoints")
-        chaotic, calm, problems = chaos_run(
-            run_dir, root, args.episodes, args.seed, args.faults_per_target, args.workers or 3
-        )
-        print(report(chaotic, calm, problems))
-    return 1 if problems else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -24,9 +24,9 @@ and episodes per CPU-hour from them, and the peak resident memory (VmHWM) of the
 the episodes. Wall times follow the machine's load, which on a shared machine changes from row to
 row; CPU seconds hardly do, so they are the fairer comparison there.
 
-    MUJOCO_GL=osmesa .venv/bin/python scripts/bench_libero.py            # ~25 min on 2 idle cores
-    MUJOCO_GL=osmesa .venv/bin/python scripts/bench_libero.py --quick    # 40 steps, ~10 min
-    MUJOCO_GL=osmesa .venv/bin/python scripts/bench_libero.py --runs 5x2 # raw and execute 5, 2 cameras
+    MUJOCO_GL=osmesa .venv/bin/python -m scripts.bench.libero            # ~25 min on 2 idle cores
+    MUJOCO_GL=osmesa .venv/bin/python -m scripts.bench.libero --quick    # 40 steps, ~10 min
+    MUJOCO_GL=osmesa .venv/bin/python -m scripts.bench.libero --runs 5x2 # raw and execute 5, 2 cameras
 """
 
 from __future__ import annotations
@@ -40,41 +40,39 @@ import platform
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("MUJOCO_GL", "osmesa")
 
 import numpy as np
 
-from benchmarks.base import TraceDigest
-from benchmarks.libero.adapter import add_build_arguments, build_manifests
-from benchmarks.libero.manifest import WAIT_ACTION, EpisodeSpec, episode_spec
+from benchmarks.libero.manifest import episode_spec
 from benchmarks.libero.sim import (
     CAMERAS,
-    add_scene,
-    add_state,
-    global_numpy_rng,
     make_env,
     observe,
-    write_fixture_poses,
 )
 from evalfleet.local_fleet import WORKER_LINE, LocalFleet, cpu_worker_argv, policy_argv, scheduler_argv
 from evalfleet.policy_api.client import PolicyClient
 from evalfleet.scheduler_api.client import SchedulerClient
 from inference_server.backends.reference import seeded_random_chunk
-from inference_server.checkpoint import seal
 from manifests.format import Manifest
+from scripts.bench.libero_workload import (
+    CAMERA_SIZE,
+    CHUNK,
+    EPOCH,
+    SEED,
+    libero_manifests,
+    seeded_random_checkpoint,
+    wait_settled,
+)
+from scripts.bench.raw_libero import reset_trial
+from scripts.common.procstat import cpu_seconds, episode_processes, peak_rss_mib
+from scripts.common.tables import markdown
 
-CHUNK = 10
-CAMERA_SIZE = 256
 # The evalfleet rows by name: actions executed per chunk x cameras the checkpoint consumes.
 RUNS = {"1x1": (1, CAMERAS[:1]), "1x2": (1, CAMERAS), "5x1": (5, CAMERAS[:1]), "5x2": (5, CAMERAS)}
-SEED = 0
-EPOCH = "random"
 
 
 @dataclass(frozen=True)
@@ -118,14 +116,6 @@ def parse_args() -> argparse.Namespace:
     return args
 
 
-def libero_manifests(max_steps: int) -> list[Manifest]:
-    parser = argparse.ArgumentParser()
-    add_build_arguments(parser)
-    argv = ["--suite", "libero_spatial", "--tasks", "0-1", "--trials", "2", "--jobs", "2"]
-    argv += ["--camera-size", str(CAMERA_SIZE), "--max-steps", str(max_steps)]
-    return build_manifests(parser.parse_args(argv))
-
-
 # raw: the environment as harnesses step it ----------------------------------------------------------
 
 
@@ -151,25 +141,7 @@ def _raw_process(manifests: list[Manifest], out: multiprocessing.connection.Conn
             loop_s += time.monotonic() - loop_started
             del observation
         env.close()
-    out.send((time.monotonic() - started, loop_s, steps, _peak_rss_mib(os.getpid()), _cpu_seconds(os.getpid())))
-
-
-def reset_trial(env: Any, spec: EpisodeSpec, trace: TraceDigest | None = None) -> dict[str, Any]:
-    """A trial as harnesses reset it (LIBERO's hard reset, the manifest's fixture poses and initial
-    state, the wait steps); returns the last raw observation. With ``trace``, adds to it what the
-    adapter's trace digest holds up to the first policy step (the scene, then every state)."""
-    with global_numpy_rng(spec.protocol.seed):
-        env.reset()
-    write_fixture_poses(env, spec.fixture_poses, "fixture_poses")
-    raw: dict[str, Any] = env.set_init_state(spec.init_state)
-    if trace is not None:
-        add_scene(trace, env)
-        add_state(trace, env)
-    for _ in range(spec.protocol.num_steps_wait):
-        raw = env.step(np.array(WAIT_ACTION))[0]
-        if trace is not None:
-            add_state(trace, env)
-    return raw
+    out.send((time.monotonic() - started, loop_s, steps, peak_rss_mib(os.getpid()), cpu_seconds(os.getpid())))
 
 
 def run_raw(manifests: list[Manifest]) -> Row:
@@ -184,22 +156,6 @@ def run_raw(manifests: list[Manifest]) -> Row:
 
 
 # evalfleet: scheduler -> worker -> inference server ---------------------------------------------------
-
-
-def seeded_random_checkpoint(root: Path, cameras: tuple[str, ...], execute: int) -> Path:
-    folder = root / EPOCH
-    folder.mkdir(parents=True)
-    settings = {
-        "cameras": [{"name": name, "height": CAMERA_SIZE, "width": CAMERA_SIZE} for name in cameras],
-        "state": [{"name": "robot0_eef_pos", "length": 3}, {"name": "robot0_gripper_qpos", "length": 2}],
-        "action_dim": 7,
-        "chunk_length": CHUNK,
-        "execute_steps": execute,  # the policy's deployment protocol, declared by its checkpoint
-        "seed": SEED,
-        "scale": 1.0,
-    }
-    seal(folder, "seeded-random", settings)
-    return root
 
 
 def run_evalfleet(manifests: list[Manifest], execute: int, cameras: tuple[str, ...], run_dir: Path) -> Row:
@@ -217,7 +173,7 @@ def run_evalfleet(manifests: list[Manifest], execute: int, cameras: tuple[str, .
                 "bench",
                 run_dir / "episodes",
                 "--video",
-                "none",  # as raw records none; scripts/bench_video.py measures what a video costs
+                "none",  # as raw records none; scripts.bench.video measures what a video costs
             ),
             ready=WORKER_LINE,
         )
@@ -227,33 +183,20 @@ def run_evalfleet(manifests: list[Manifest], execute: int, cameras: tuple[str, .
         with SchedulerClient(scheduler.address) as client:
             for manifest in manifests:  # uploaded before the clock starts
                 client.put_manifest(manifest)
-            cpu_before = sum(_cpu_seconds(service.pid) for service in services)
+            cpu_before = sum(cpu_seconds(service.pid) for service in services)
             started = time.monotonic()
             client.submit([m.hash for m in manifests], "libero", batch_size=1, submission_id="bench", checkpoint=digest)
-            _wait_settled(client, "bench", timeout=3600)
+            wait_settled(client, "bench", timeout=3600)
             makespan = time.monotonic() - started
-        episode_pids = list(_episode_processes(worker.pid))
-        rss = max((_peak_rss_mib(pid) for pid in episode_pids), default=float("nan"))
+        episode_pids = episode_processes(worker.pid)
+        rss = max((peak_rss_mib(pid) for pid in episode_pids), default=float("nan"))
         # Every process of the fleet: the episode processes were spawned after the clock started.
-        cpu = sum(_cpu_seconds(pid) for pid in [*(s.pid for s in services), *episode_pids]) - cpu_before
+        cpu = sum(cpu_seconds(pid) for pid in [*(s.pid for s in services), *episode_pids]) - cpu_before
     loop_s, steps, episodes = _episode_logs(run_dir / "episodes")
     name = (
         f"evalfleet, execute {execute}, {len(cameras)} camera{'s' if len(cameras) > 1 else ''} ({', '.join(cameras)})"
     )
     return Row(name, episodes, steps, makespan, 1000 * loop_s / steps, rss, cpu)
-
-
-def _wait_settled(client: SchedulerClient, submission_id: str, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        counts = client.status(submission_id).tasks
-        if counts.total and counts.succeeded + counts.failed + counts.cancelled == counts.total:
-            if counts.failed or counts.cancelled:
-                raise RuntimeError(f"{submission_id}: {counts.failed} tasks failed, {counts.cancelled} cancelled")
-            return
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{submission_id}: {counts.succeeded}/{counts.total} tasks done after {timeout:.0f}s")
-        time.sleep(0.2)
 
 
 def _episode_logs(folder: Path) -> tuple[float, int, int]:
@@ -269,28 +212,6 @@ def _episode_logs(folder: Path) -> tuple[float, int, int]:
     return loop_s, steps, episodes
 
 
-def _episode_processes(worker_pid: int) -> Iterator[int]:
-    """The worker's spawned episode processes (not multiprocessing's resource tracker)."""
-    for task in Path(f"/proc/{worker_pid}/task").iterdir():
-        for pid in (task / "children").read_text().split():
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-            if b"spawn_main" in cmdline:
-                yield int(pid)
-
-
-def _cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds the process has used so far (/proc/PID/stat fields 14 and 15)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def _peak_rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
-
-
 # report ------------------------------------------------------------------------------------------------
 
 
@@ -301,17 +222,18 @@ def report(rows: list[Row], args: argparse.Namespace) -> str:
         f"{args.max_steps} policy steps, seeded random policy (chunk {CHUNK}); {platform.node()}, "
         f"{os.cpu_count()} cores, MUJOCO_GL={os.environ['MUJOCO_GL']}",
         "",
-        "| run | episodes | makespan s | episodes/hour | x raw | ms/step | x raw | CPU s/episode | "
-        "episodes/CPU-hour | x raw | peak RSS MiB |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for row in rows:
-        lines.append(
-            f"| {row.name} | {row.episodes} | {row.makespan_s:.1f} | {row.episodes_per_hour:.1f} | "
-            f"{row.episodes_per_hour / raw.episodes_per_hour:.2f} | {row.step_ms:.1f} | "
-            f"{row.step_ms / raw.step_ms:.2f} | {row.cpu_s / row.episodes:.1f} | {row.episodes_per_cpu_hour:.1f} | "
-            f"{row.episodes_per_cpu_hour / raw.episodes_per_cpu_hour:.2f} | {row.peak_rss_mib:.0f} |"
-        )
+    header = ["run", "episodes", "makespan s", "episodes/hour", "x raw", "ms/step", "x raw", "CPU s/episode"]
+    cells = [
+        [
+            row.name, f"{row.episodes}", f"{row.makespan_s:.1f}", f"{row.episodes_per_hour:.1f}",
+            f"{row.episodes_per_hour / raw.episodes_per_hour:.2f}", f"{row.step_ms:.1f}",
+            f"{row.step_ms / raw.step_ms:.2f}", f"{row.cpu_s / row.episodes:.1f}", f"{row.episodes_per_cpu_hour:.1f}",
+            f"{row.episodes_per_cpu_hour / raw.episodes_per_cpu_hour:.2f}", f"{row.peak_rss_mib:.0f}",
+        ]
+        for row in rows
+    ]  # fmt: skip
+    lines.append(markdown([*header, "episodes/CPU-hour", "x raw", "peak RSS MiB"], cells))
     return "\n".join(lines)
 
 

@@ -1,7 +1,7 @@
 """Benchmark: what the extra hop through evalfleet costs a policy served by openpi's server.
 
 One openpi policy server (openpi-server 0.1.0 serving the no-op numpy policy of
-`openpi_noop_policy.py`) is reached two ways in the same run, alternating in timed rounds so that
+`scripts/bench/openpi_noop_policy.py`) is reached two ways in the same run, alternating in timed rounds so that
 load from elsewhere on the machine falls on both alike (the first round is warm-up):
 
 - direct: openpi-client's `WebsocketClientPolicy` -> openpi-server, with the request openpi's
@@ -24,27 +24,24 @@ the event loop: the `remote` backend's mapping, its pool thread and the round tr
 Every process inherits this script's environment, so glibc's MALLOC_* tunables set on the command
 line apply to both paths alike (BENCHMARKS.md).
 
-    .venv/bin/pip install -e '.[bench]' && .venv/bin/python scripts/bench_remote_hop.py [--sessions 4]
+    .venv/bin/pip install -e '.[bench]' && .venv/bin/python -m scripts.bench.remote_hop [--sessions 4]
 """
 
 from __future__ import annotations
 
 import argparse
 import multiprocessing
-import sys
 import tempfile
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 import numpy.typing as npt
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
 from openpi_client import image_tools
 from openpi_client.websocket_client_policy import WebsocketClientPolicy
-from openpi_noop_policy import READY
 
 from evalfleet.local_fleet import LocalFleet, policy_argv
 from evalfleet.policy_api import tensors
@@ -52,6 +49,9 @@ from evalfleet.policy_api.client import PolicyClient
 from evalfleet.v1 import policy_pb2
 from inference_server.backends.remote.mapping import quat_to_axisangle
 from inference_server.checkpoint import seal
+from scripts.bench.openpi_noop_policy import OPENPI_NOOP_POLICY, READY
+from scripts.common.stats import percentile
+from scripts.common.tables import markdown
 
 CAMERAS = ("agentview", "robot0_eye_in_hand")
 STATE = {"robot0_eef_pos": 3, "robot0_eef_quat": 4, "robot0_gripper_qpos": 2}
@@ -140,6 +140,7 @@ def _client(
     steps, as an episode would (the server's history grows with the session)."""
     rng = np.random.default_rng(index)
     images, state = observation(rng, camera)
+    wire_state = cast(Mapping[str, Sequence[float]], state)  # arrays, read as sequences of floats
     measured = Measured()
     openpi = WebsocketClientPolicy(url)
     with PolicyClient(address) as client:
@@ -163,7 +164,7 @@ def _client(
                         )
                         session, step = client.open_session(digest, meta), 0
                     started = time.perf_counter()
-                    request = tensors.observation_request(step, 0 if step == 0 else CHUNK_LENGTH, images, state)
+                    request = tensors.observation_request(step, 0 if step == 0 else CHUNK_LENGTH, images, wire_state)
                     answer = session._exchange(request).chunk  # as act(), keeping the server's timings
                     actions = tensors.decode(answer.actions, "chunk.actions")
                     elapsed = time.perf_counter() - started
@@ -193,8 +194,11 @@ def resize_ms(camera: int, repeats: int = 300) -> float:
 
 
 def quantiles(values: list[float], scale: float = 1.0) -> tuple[float, float, float]:
-    p50, p90, p99 = np.percentile(np.asarray(values) * scale, [50, 90, 99])
-    return float(p50), float(p90), float(p99)
+    """p50, p90 and p99 of ``values`` x ``scale``, interpolated as BENCHMARKS.md's figures of this
+    benchmark were."""
+    scaled = [value * scale for value in values]
+    p50, p90, p99 = (percentile(scaled, q, "linear") for q in (50, 90, 99))
+    return p50, p90, p99
 
 
 def main() -> None:
@@ -208,10 +212,9 @@ def main() -> None:
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory() as tmp, LocalFleet(Path(tmp)) as fleet:
-        script = Path(__file__).resolve().parent / "openpi_noop_policy.py"
         openpi = fleet.start(
             "openpi-server",
-            [sys.executable, str(script), "--chunk", str(REMOTE_CHUNK), "--action-dim", str(ACTION_DIM)],
+            [*OPENPI_NOOP_POLICY, "--chunk", str(REMOTE_CHUNK), "--action-dim", str(ACTION_DIM)],
             ready=READY,
         )
         url = f"ws://{openpi.address}"
@@ -243,9 +246,8 @@ def main() -> None:
         f"LIBERO state -> openpi-server 0.1.0 (no-op numpy policy, {REMOTE_CHUNK}x{ACTION_DIM} actions); "
         f"{args.rounds} rounds of {args.round_seconds:g} s per path, alternating"
     )
-    print("| path | steps | steps/s | p50 ms | p90 ms | p99 ms |")
-    print("|---|---|---|---|---|---|")
     stats = {}
+    rows = []
     for path, label in (
         ("direct", "openpi-client -> openpi-server"),
         ("evalfleet", "PolicyClient -> evalfleet remote -> openpi-server"),
@@ -253,7 +255,8 @@ def main() -> None:
         stats[path] = quantiles(measured.seconds[path], 1000.0)
         count = len(measured.seconds[path])
         p50, p90, p99 = stats[path]
-        print(f"| {label} | {count} | {count / window:.0f} | {p50:.2f} | {p90:.2f} | {p99:.2f} |")
+        rows.append([label, f"{count}", f"{count / window:.0f}", f"{p50:.2f}", f"{p90:.2f}", f"{p99:.2f}"])
+    print(markdown(["path", "steps", "steps/s", "p50 ms", "p90 ms", "p99 ms"], rows))
     difference = stats["evalfleet"][0] - stats["direct"][0]
     ratio = stats["evalfleet"][0] / stats["direct"][0]
     print(

@@ -1,6 +1,6 @@
 """What recording the policy's view costs a LIBERO episode (`renderer-worker --video all`, issue #15).
 
-The episodes of scripts/bench_libero.py (libero_spatial tasks 0-1, 2 trials each, two 256x256
+The episodes of scripts.bench.libero (libero_spatial tasks 0-1, 2 trials each, two 256x256
 cameras, 10 wait steps, 220 policy steps; ``--quick``: 40) run in this process through the LIBERO
 adapter as the worker's episode loop drives it, with the seeded random policy answering chunks of
 10 (never solves a task, so every episode runs all its steps), executing ``execute`` actions of
@@ -19,8 +19,8 @@ The ``every-step`` row records every physics step (``--video-every-step``): the 
 one action at a time, which renders both cameras on every step; its cost is mostly that rendering,
 seen in its episode time with video against without.
 
-    MUJOCO_GL=osmesa .venv/bin/python scripts/bench_video.py            # 220 steps
-    MUJOCO_GL=osmesa .venv/bin/python scripts/bench_video.py --quick    # 40 steps, ~15 min on 2 busy cores
+    MUJOCO_GL=osmesa .venv/bin/python -m scripts.bench.video            # 220 steps
+    MUJOCO_GL=osmesa .venv/bin/python -m scripts.bench.video --quick    # 40 steps, ~15 min on 2 busy cores
 """
 
 from __future__ import annotations
@@ -30,20 +30,21 @@ import os
 import sys
 import tempfile
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 os.environ.setdefault("MUJOCO_GL", "osmesa")
 
-from bench_libero import CHUNK, SEED, libero_manifests
 
+from benchmarks.base import ArtifactFile, Image, Observation
 from benchmarks.libero.adapter import LiberoBenchmark
 from benchmarks.libero.sim import CAMERAS
 from inference_server.backends.reference import seeded_random_chunk
 from manifests.format import Manifest
 from renderer_worker import video
+from scripts.bench.libero_workload import CHUNK, SEED, libero_manifests
+from scripts.common.tables import markdown
 
 
 class TimedRecorder(video.VideoRecorder):
@@ -51,12 +52,12 @@ class TimedRecorder(video.VideoRecorder):
 
     spent = 0.0
 
-    def add(self, images: dict[str, video.Image], step: int) -> None:  # type: ignore[override]
+    def add(self, images: Mapping[str, Image], step: int) -> None:
         started = time.perf_counter()
         super().add(images, step)
         self.spent += time.perf_counter() - started
 
-    def finish(self, success: bool) -> video.ArtifactFile | None:
+    def finish(self, success: bool) -> ArtifactFile | None:
         started = time.perf_counter()
         try:
             return super().finish(success)
@@ -92,7 +93,7 @@ def run_episode(
         observation = episode.reset()
         episode_id = manifest.episodes[index]["episode_id"]
         step, ran_steps = 0, 0
-        current = observation
+        current: Observation | None = observation
         while current is not None and not episode.done:
             if recorder is not None:
                 recorder.add(current.images, ran_steps)
@@ -103,7 +104,8 @@ def run_episode(
                     current = episode.step(action)
                     executed += 1
                     if episode.done:
-                        current = None
+                        # mypy keeps the loop test's narrowing of episode.done across episode.step()
+                        current = None  # type: ignore[unreachable]
                         break
                     if recorder is not None and executed < len(actions):
                         recorder.add(current.images, ran_steps + executed)
@@ -156,13 +158,15 @@ def main() -> int:
         for name, execute, every in ROWS:
             rows.append(run_row(name, manifests, execute, every, Path(folder)))
             print(f"done: {name}", file=sys.stderr, flush=True)
-    print("| row | episodes | frames/episode | encode ms/episode | encode % | episode s without video | with | MiB |")
-    print("|---|---|---|---|---|---|---|---|")
-    for row in rows:
-        print(
-            f"| {row.name} | {row.episodes} | {row.frames:.0f} | {row.encode_ms:.0f} | {100 * row.fraction:.1f}% "
-            f"| {row.episode_s_without:.2f} | {row.episode_s_with:.2f} | {row.mib:.2f} |"
-        )
+    header = ["row", "episodes", "frames/episode", "encode ms/episode", "encode %", "episode s without video"]
+    cells = [
+        [
+            row.name, f"{row.episodes}", f"{row.frames:.0f}", f"{row.encode_ms:.0f}", f"{100 * row.fraction:.1f}%",
+            f"{row.episode_s_without:.2f}", f"{row.episode_s_with:.2f}", f"{row.mib:.2f}",
+        ]
+        for row in rows
+    ]  # fmt: skip
+    print(markdown([*header, "with", "MiB"], cells))
     return 0
 
 

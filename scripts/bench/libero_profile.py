@@ -17,7 +17,7 @@ for the policy hop:
   observation), ``env.step`` with no camera rendered, ``execute`` of one action with one and two
   cameras, and the policy hop (``Session.act`` over gRPC to the inference server, images included).
 
-    MUJOCO_GL=osmesa .venv/bin/python scripts/profile_libero_episode.py
+    MUJOCO_GL=osmesa .venv/bin/python -m scripts.bench.libero_profile
 """
 
 from __future__ import annotations
@@ -31,12 +31,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 os.environ.setdefault("MUJOCO_GL", "osmesa")
 
 import numpy as np
-from bench_libero import EPOCH, seeded_random_checkpoint
 
 import benchmarks.libero.adapter as libero_adapter
 from benchmarks.libero.adapter import LiberoBenchmark, add_build_arguments, build_manifests
@@ -45,7 +42,10 @@ from evalfleet.local_fleet import LocalFleet, policy_argv
 from evalfleet.policy_api.client import PolicyClient
 from evalfleet.v1 import policy_pb2
 from manifests.format import Manifest
-from renderer_worker.episode import EpisodeJob, _for_policy
+
+# The worker's own conversion of an observation for the policy, so that the hop timed is the worker's.
+from renderer_worker.episode import EpisodeJob, policy_view
+from scripts.bench.libero_workload import EPOCH, seeded_random_checkpoint
 
 STATE = ("robot0_eef_pos", "robot0_gripper_qpos")
 Times = dict[str, list[float]]
@@ -60,6 +60,16 @@ def timed(times: Times, key: str, function: Callable[..., Any]) -> Callable[...,
             times.setdefault(key, []).append(time.perf_counter() - started)
 
     return wrapper
+
+
+def wrap(owner: object, name: str, times: Times, key: str) -> Callable[[], None]:
+    """Replaces the function ``owner.name`` (a method, or a module's global that its code calls) with
+    a ``timed`` wrapper for the measurement; returns what puts the original back.
+
+    The adapter has no timing hooks of its own, and should not: its step is what is measured."""
+    original = getattr(owner, name)
+    setattr(owner, name, timed(times, key, original))
+    return lambda: setattr(owner, name, original)
 
 
 def manifest(trials: int) -> Manifest:
@@ -82,25 +92,28 @@ def setup(adapter: LiberoBenchmark, entries: Manifest, mode: str) -> None:
         times["open_episode"] = [time.perf_counter() - started]
         env = episode._env
         if not hasattr(env, "_profiled"):
+            # Kept for the environment's life: the later trials find their times in env._profiled.
             suite = env.env
-            suite._load_model = timed(times, "reset: _load_model", suite._load_model)
+            wrap(suite, "_load_model", times, "reset: _load_model")
             # With scene reuse, its own _initialize_sim stands in for robosuite's during a reset.
             owner = suite if episode._scene is None else episode._scene
-            owner._initialize_sim = timed(times, "reset: _initialize_sim", owner._initialize_sim)
-            suite._reset_internal = timed(times, "reset: _reset_internal", suite._reset_internal)
+            wrap(owner, "_initialize_sim", times, "reset: _initialize_sim")
+            wrap(suite, "_reset_internal", times, "reset: _reset_internal")
             env._profiled = times
         else:
             env._profiled.clear()
             times = env._profiled
             times["open_episode"] = [time.perf_counter() - started]
-        originals = env.reset, env.set_init_state, env.step
-        env.reset = timed(times, "env.reset", env.reset)
-        env.set_init_state = timed(times, "set_init_state", env.set_init_state)
-        env.step = timed(times, "wait steps", env.step)
+        restores = [
+            wrap(env, "reset", times, "env.reset"),
+            wrap(env, "set_init_state", times, "set_init_state"),
+            wrap(env, "step", times, "wait steps"),
+        ]
         started = time.perf_counter()
         episode.reset()
         times["LiberoEpisode.reset"] = [time.perf_counter() - started]
-        env.reset, env.set_init_state, env.step = originals
+        for restore in restores:
+            restore()
         scene = episode._scene
         episode.close()
         parts = ", ".join(f"{key} {1000 * sum(values):.0f}" for key, values in times.items())
@@ -118,17 +131,19 @@ def per_step(adapter: LiberoBenchmark, entries: Manifest, root: Path, steps: int
     episode = adapter.open_episode(entries, 0, cameras=())
     episode.reset()
     env = episode._env
-    originals = env.step, libero_adapter.add_state, libero_adapter.observe, episode._gate.plan
-    env.step = timed(times, "env.step, no camera", env.step)
-    libero_adapter.add_state = timed(times, "trace (add_state)", libero_adapter.add_state)
-    libero_adapter.observe = timed(times, "observe, no images", libero_adapter.observe)
-    episode._gate.plan = timed(times, "plan the samples", episode._gate.plan)
+    restores = [
+        wrap(env, "step", times, "env.step, no camera"),
+        wrap(libero_adapter, "add_state", times, "trace (add_state)"),
+        wrap(libero_adapter, "observe", times, "observe, no images"),
+        wrap(episode._gate, "plan", times, "plan the samples"),
+    ]
     actions = np.random.default_rng(0).uniform(-1, 1, (steps, 1, 7))
     for action in actions:
         started = time.perf_counter()
         episode.execute(action)
         times.setdefault("execute(1), no camera", []).append(time.perf_counter() - started)
-    env.step, libero_adapter.add_state, libero_adapter.observe, episode._gate.plan = originals
+    for restore in restores:
+        restore()
     episode.close()
     print(f"  adapter ({load()}): " + ", ".join(f"{k} {1000 * np.median(v):.2f}" for k, v in times.items()))
     for cameras in (CAMERAS[:1], CAMERAS):
@@ -148,7 +163,7 @@ def per_step(adapter: LiberoBenchmark, entries: Manifest, root: Path, steps: int
                     executed = 0
                     for step in range(steps):
                         started = time.perf_counter()
-                        images, state = _for_policy(observation, job)
+                        images, state = policy_view(observation, job)
                         chunk = session.act(images, state, step=step, executed=executed)
                         times.setdefault("policy hop (act)", []).append(time.perf_counter() - started)
                         started = time.perf_counter()

@@ -9,9 +9,9 @@ other (a partial partition: a worker that still reaches its inference server but
 scheduler). Processes run on a host through ``ip netns exec``.
 
 Needs root (CAP_NET_ADMIN) and iproute2; ``netns_unavailable`` says why not, for a skip. The
-multi-host tests (tests/test_netns_multihost.py) and the LIBERO chaos run (scripts/chaos_run.py
---benchmark libero) build their hosts with it; it adds nothing to the machine's own network and
-imports only the standard library.
+multi-host tests (tests/test_netns_multihost.py) and the LIBERO chaos run (scripts.chaos.libero)
+build their hosts with it, and nothing shipped does, so it lives with the tools; it adds nothing to
+the machine's own network and imports only the standard library.
 """
 
 from __future__ import annotations

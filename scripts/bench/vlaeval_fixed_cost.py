@@ -1,8 +1,8 @@
 """A vla-eval model server whose every `predict_batch` costs a fixed time whatever its size (as a
-GPU that is not saturated), for scripts/bench_remote_batching.py. It answers zeros and prints one
+GPU that is not saturated), for scripts.bench.remote_batching. It answers zeros and prints one
 line per batch (`predict_batch size=N`).
 
-    python _vlaeval_fixed_cost.py --port 8000 --batch-ms 50 --max-batch-size 8 [--max-wait-ms 10]
+    python -m scripts.bench.vlaeval_fixed_cost --port 8000 --batch-ms 50 --max-batch-size 8 [--max-wait-ms 10]
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from vla_eval.model_servers.predict import PredictModelServer
 from vla_eval.model_servers.serve import serve
 
 
-class FixedCost(PredictModelServer):
+class FixedCost(PredictModelServer):  # type: ignore[misc]  # vla-eval ships no type information
     def __init__(self, batch_ms: float, max_batch_size: int, max_wait_ms: float, chunk: int, action_dim: int) -> None:
         super().__init__(chunk_size=None, max_batch_size=max_batch_size, max_wait_time=max_wait_ms / 1000.0)
         self.batch_s, self.chunk, self.action_dim = batch_ms / 1000.0, chunk, action_dim

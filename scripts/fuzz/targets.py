@@ -1,12 +1,11 @@
 """What each fuzzed target is given and what it must do, shared by the CI fuzz tests and
-`scripts/fuzz_long.py`.
+`python -m scripts.fuzz.long`.
 
 The CI tests (`tests/test_fuzz_*.py`) run a few hundred examples per target inside pytest; the
-script runs the same strategies and the same properties at 100,000 inputs per target against
+long run runs the same strategies and the same properties at 100,000 inputs per target against
 long-lived servers. Keeping both on one module means the long run explores exactly what CI checks,
-and a strategy improved for one is improved for the other. It lives under tests/ because it is
-test code (hypothesis is a test dependency, never a product one); the script puts tests/ on
-sys.path, as it does for `procs`.
+and a strategy improved for one is improved for the other. It lives in the tools package, which
+the product never imports (hypothesis is a test dependency, never a product one).
 
 - Scheduler: values a seeded scheduler holds (`SCHEDULER_KNOWN`), so that fuzzed requests get past
   the lookups, and `seed_scheduler`, which creates them.
@@ -26,7 +25,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fuzz import ALLOWED_CODES, doubles, integers, messages, texts
 from hypothesis import strategies as st
 
 from benchmarks.synthetic.adapter import REFERENCE_POLICY_SETTINGS
@@ -37,6 +35,7 @@ from inference_server.backends.contract import BackendError, RuntimeOptions
 from inference_server.checkpoint import INDEX_NAME, MANIFEST_FORMAT, MANIFEST_NAME, CheckpointError, hash_folder, load
 from inference_server.identity import describe
 from manifests.format import ManifestError, canonical_bytes, parse
+from scripts.fuzz.strategies import ALLOWED_CODES, doubles, integers, messages_of, texts
 
 # The numbers of the allowed codes, for the in-band errors of a policy session.
 ALLOWED_VALUES = frozenset(code.value[0] for code in ALLOWED_CODES)
@@ -95,7 +94,7 @@ VALID_OBSERVATION = policy_pb2.Observation(
 
 def opening(digest: str) -> st.SearchStrategy[policy_pb2.SessionRequest]:
     """A well-formed open for a new episode (random metadata), so the messages after it are served."""
-    return messages(policy_pb2.EpisodeMeta.DESCRIPTOR).map(
+    return messages_of(policy_pb2.EpisodeMeta).map(
         lambda meta: policy_pb2.SessionRequest(open=policy_pb2.OpenSession(expected_digest=digest, episode=meta))
     )
 
@@ -129,8 +128,8 @@ def near_valid_observations() -> st.SearchStrategy[policy_pb2.SessionRequest]:
 
 def session_streams(digest: str) -> st.SearchStrategy[list[policy_pb2.SessionRequest]]:
     """The messages of one session stream: an open (well-formed or hostile), then up to four more."""
-    first = st.one_of(opening(digest), messages(policy_pb2.SessionRequest.DESCRIPTOR, POLICY_KNOWN))
-    later = st.one_of(messages(policy_pb2.SessionRequest.DESCRIPTOR, POLICY_KNOWN), near_valid_observations())
+    first = st.one_of(opening(digest), messages_of(policy_pb2.SessionRequest, POLICY_KNOWN))
+    later = st.one_of(messages_of(policy_pb2.SessionRequest, POLICY_KNOWN), near_valid_observations())
     return st.tuples(first, st.lists(later, max_size=4)).map(lambda parts: [parts[0], *parts[1]])
 
 

@@ -2,13 +2,13 @@
 not a test)
 
 vla-eval's real `PredictModelServer` with `max_batch_size` 8 and a `predict_batch` that costs a
-fixed `--batch-ms` whatever its size (`_vlaeval_fixed_cost.py`), behind an evalfleet inference
+fixed `--batch-ms` whatever its size (`scripts/bench/vlaeval_fixed_cost.py`), behind an evalfleet inference
 server with the `remote` backend's vla-eval dialect (one connection per session, 8 connections).
 S = 1 and S = 8 concurrent sessions each run `--steps` steps (two 64x64 cameras + an 8-D state,
 a 10x7 chunk answered, 5 kept), in alternating rounds; steps/s per S, the ratio to S = 1 in the
 same run, and the mean batch size the remote saw. Issue #13's target: S = 8 at least 4x S = 1.
 
-    .venv/bin/pip install -e '.[remote]' && .venv/bin/python scripts/bench_remote_batching.py
+    .venv/bin/pip install -e '.[remote]' && .venv/bin/python -m scripts.bench.remote_batching
 """
 
 from __future__ import annotations
@@ -29,8 +29,9 @@ from evalfleet.policy_api.client import PolicyClient
 from evalfleet.processes import ServiceProcess, free_port
 from evalfleet.v1 import policy_pb2
 from inference_server.checkpoint import seal
+from scripts.common.tables import markdown
 
-SERVER_SCRIPT = Path(__file__).resolve().parent / "_vlaeval_fixed_cost.py"
+SERVER = [sys.executable, "-m", "scripts.bench.vlaeval_fixed_cost"]
 CAMERA, CHUNK, REMOTE_CHUNK, ACTION_DIM = 64, 5, 10, 7
 CAMERAS = ("agentview", "robot0_eye_in_hand")
 
@@ -106,7 +107,7 @@ def main() -> None:
         root = Path(tmp)
         port = free_port()
         remote_log = root / "vlaeval.log"
-        remote_argv = [sys.executable, str(SERVER_SCRIPT), "--port", str(port), "--batch-ms", str(args.batch_ms)]
+        remote_argv = [*SERVER, "--port", str(port), "--batch-ms", str(args.batch_ms)]
         remote_argv += ["--max-batch-size", str(args.max_batch_size), "--max-wait-ms", str(args.max_wait_ms)]
         remote_argv += ["--chunk", str(REMOTE_CHUNK)]
         with ServiceProcess(remote_argv, remote_log).start(timeout=60):
@@ -134,11 +135,13 @@ def main() -> None:
         f"{args.batch_ms:g} ms per batch; "
         f"{args.steps} steps per session, {args.rounds} rounds (median)"
     )
-    print("| sessions S | steps/s | x S=1 | mean batch at the remote |")
-    print("|---|---|---|---|")
+    rows = []
     for sessions, measured in rates.items():
         rate = statistics.median(measured)
-        print(f"| {sessions} | {rate:.1f} | {rate / baseline:.2f} | {statistics.mean(batches[sessions]):.2f} |")
+        rows.append(
+            [f"{sessions}", f"{rate:.1f}", f"{rate / baseline:.2f}", f"{statistics.mean(batches[sessions]):.2f}"]
+        )
+    print(markdown(["sessions S", "steps/s", "x S=1", "mean batch at the remote"], rows))
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 
 (a) Per-step round trip on loopback: three 320x240 RGB cameras + 14 floats in, a 50x14 chunk out,
     no-op backend; p50/p99 against the real openpi policy server (openpi-server, serving a no-op
-    numpy policy: scripts/openpi_noop_policy.py) driven by openpi-client's WebsocketClientPolicy,
+    numpy policy: scripts/bench/openpi_noop_policy.py) driven by openpi-client's WebsocketClientPolicy,
     in the same run.
 (b) S concurrent sessions against a backend whose batch costs a flat `--batch-ms` whatever its size
     (as on a GPU that is not saturated): steps/s against S, and the ratio to the model's raw
@@ -13,8 +13,8 @@
     S=1 and S=16 concurrent sessions, against the same policy and processors called directly on
     batches of 1 and 16 in a `.venv-lerobot` process (no server), measured in alternating rounds.
 
-    .venv/bin/pip install -e '.[bench]' && .venv/bin/python scripts/bench_inference.py
-    make lerobot-venv && .venv/bin/python scripts/bench_inference.py --lerobot-only
+    .venv/bin/pip install -e '.[bench]' && .venv/bin/python -m scripts.bench.inference
+    make lerobot-venv && .venv/bin/python -m scripts.bench.inference --lerobot-only
 """
 
 from __future__ import annotations
@@ -28,32 +28,33 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
+import numpy.typing as npt
 from openpi_client.websocket_client_policy import WebsocketClientPolicy
-from openpi_noop_policy import openpi_server
 
 from evalfleet.local_fleet import policy_argv
 from evalfleet.policy_api import tensors
 from evalfleet.policy_api.aio_client import AsyncPolicyClient
 from evalfleet.policy_api.client import PolicyClient
-from evalfleet.processes import ServiceProcess, cpu_seconds, free_port
+from evalfleet.processes import ServiceProcess, free_port
 from evalfleet.v1 import policy_pb2
 from inference_server.checkpoint import seal
+from scripts.bench.openpi_noop_policy import openpi_server
+from scripts.common.procstat import cpu_seconds
+from scripts.common.stats import percentile
+from scripts.common.tables import markdown
 
 CAMERAS = ("head", "left", "right")
 STATE_DIM, CHUNK, ACTION_DIM = 14, 50, 14
 
 
-def settings(height: int, width: int, **extra: float) -> dict:
+def settings(height: int, width: int, **extra: float) -> dict[str, Any]:
     return {
         "cameras": [{"name": n, "height": height, "width": width} for n in CAMERAS],
         "state": [{"name": "qpos", "length": STATE_DIM}],
@@ -63,7 +64,7 @@ def settings(height: int, width: int, **extra: float) -> dict:
     }
 
 
-def observation_images(height: int, width: int) -> dict[str, np.ndarray]:
+def observation_images(height: int, width: int) -> dict[str, npt.NDArray[np.uint8]]:
     rng = np.random.default_rng(0)
     return {n: rng.integers(0, 256, (height, width, 3), dtype=np.uint8) for n in CAMERAS}
 
@@ -87,8 +88,9 @@ def inference_server(root: Path, epoch: str, *extra: str) -> Iterator[str]:
 
 
 def percentiles(seconds: list[float]) -> tuple[float, float]:
-    ms = np.asarray(seconds) * 1000.0
-    return float(np.percentile(ms, 50)), float(np.percentile(ms, 99))
+    """p50 and p99 in ms, interpolated as BENCHMARKS.md's figures of this benchmark were."""
+    ms = [value * 1000.0 for value in seconds]
+    return percentile(ms, 50, "linear"), percentile(ms, 99, "linear")
 
 
 def latency(address: str, url: str, steps: int, rounds: int, kind: str) -> dict[str, list[float]]:
@@ -96,7 +98,8 @@ def latency(address: str, url: str, steps: int, rounds: int, kind: str) -> dict[
     that load from elsewhere on the machine falls on both alike; the first round is warmup. Run
     in its own process per kind: a grpc.aio channel in a process slows that process's sync calls."""
     images = observation_images(240, 320)
-    state = np.linspace(0, 1, STATE_DIM)
+    # Arrays of floats go to the clients as they are: they read any sequence of floats.
+    state = cast(Sequence[float], np.linspace(0, 1, STATE_DIM))
     episode = policy_pb2.EpisodeMeta(benchmark="bench", task="latency", instruction="do nothing")
     times: dict[str, list[float]] = {"grpc": [], "openpi": []}
     openpi = WebsocketClientPolicy(url)
@@ -149,7 +152,8 @@ def _session_worker(address: str, sessions: int, start_at: float, stop_at: float
         async with await client.open_session(digest, policy_pb2.EpisodeMeta(episode_id=str(index))) as session:
             step = 0
             while time.time() < stop_at:
-                await session.act(images, {"qpos": np.full(STATE_DIM, index)}, step, 0 if step == 0 else 1)
+                qpos = cast(Sequence[float], np.full(STATE_DIM, index))  # an array, read as a sequence
+                await session.act(images, {"qpos": qpos}, step, 0 if step == 0 else 1)
                 done += start_at <= time.time() < stop_at
                 step += 1
         return done
@@ -181,11 +185,13 @@ def throughput(
     return sum(steps) / seconds, mean_batch
 
 
-LEROBOT_TINY = Path(__file__).resolve().parent / "lerobot_tiny.py"
+LEROBOT_TINY = Path(__file__).resolve().parents[1] / "lerobot_tiny.py"
 LIBERO_CAMERAS = ("agentview", "robot0_eye_in_hand")
 
 
-def lerobot_observation(rng: np.random.Generator, camera: int) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+def lerobot_observation(
+    rng: np.random.Generator, camera: int
+) -> tuple[dict[str, npt.NDArray[np.uint8]], dict[str, npt.NDArray[np.float64]]]:
     """Upright LIBERO camera images and the state entries the lerobot backend reads."""
     images = {name: rng.integers(0, 256, (camera, camera, 3), dtype=np.uint8) for name in LIBERO_CAMERAS}
     quat = rng.normal(size=4)
@@ -259,7 +265,8 @@ def _lerobot_session_worker(
     size and model time the server reports with each chunk."""
 
     async def run(client: AsyncPolicyClient, digest: str, index: int) -> Served:
-        images, state = lerobot_observation(np.random.default_rng(index), camera)
+        images, vectors = lerobot_observation(np.random.default_rng(index), camera)
+        state = cast(Mapping[str, Sequence[float]], vectors)  # arrays, read as sequences of floats
         meta = policy_pb2.EpisodeMeta(
             benchmark="libero", episode_id=str(index), instruction=f"put object {index} in the basket"
         )
@@ -361,7 +368,7 @@ def lerobot_section(args: argparse.Namespace) -> None:
         served = {s: Served() for s in counts}
         server_cpu = dict.fromkeys(counts, 0.0)
         direct: dict[int, list[dict[str, Any]]] = {b: [] for b in counts}
-        extra = ("--max-batch", str(batch), "--max-sessions", str(batch + 8))
+        extra: tuple[str, ...] = ("--max-batch", str(batch), "--max-sessions", str(batch + 8))
         extra += ("--batch-timeout-ms", str(args.lerobot_batch_timeout_ms))
         direct_process = DirectLeRobot(python, folder, camera, args.lerobot_threads)
         try:
@@ -393,26 +400,29 @@ def lerobot_section(args: argparse.Namespace) -> None:
         f"{args.lerobot_client_processes} client processes; {args.lerobot_rounds} alternating rounds of "
         f"{seconds:g} s per row"
     )
-    print("| row | steps/s | x S=1 | mean batch | ms per batch (model) | queue ms / step | server CPU % core |")
-    print("|---|---|---|---|---|---|---|")
+    rows = []
     for s in counts:
         got = served[s]
         steps = max(1, got.steps)
-        print(
-            f"| served, S={s} | {rate[s]:.1f} | {rate[s] / rate[1]:.1f} | {got.batch_sizes / steps:.1f} | "
-            f"{got.model_ms / steps:.0f} | {got.queue_ms / steps:.1f} | {100 * server_cpu[s] / window:.0f} |"
-        )
+        rows.append(
+            [
+                f"served, S={s}", f"{rate[s]:.1f}", f"{rate[s] / rate[1]:.1f}", f"{got.batch_sizes / steps:.1f}",
+                f"{got.model_ms / steps:.0f}", f"{got.queue_ms / steps:.1f}", f"{100 * server_cpu[s] / window:.0f}",
+            ]
+        )  # fmt: skip
     for b in counts:
         total = sum(direct_ms(b, stage) for stage in stages)
         scale = direct_rate[b] / direct_rate[1]
-        print(f"| direct, batch {b} | {direct_rate[b]:.1f} | {scale:.1f} | {b} | {total:.0f} | | |")
+        rows.append([f"direct, batch {b}", f"{direct_rate[b]:.1f}", f"{scale:.1f}", f"{b}", f"{total:.0f}", "", ""])
+    header = ["row", "steps/s", "x S=1", "mean batch", "ms per batch (model)", "queue ms / step", "server CPU % core"]
+    print(markdown(header, rows))
     print()
     print("direct, ms per batch by stage (inputs: uint8 HWC -> float CHW, LIBERO state, resize):")
-    print(f"| batch | {' | '.join(stages)} | total | ms per step |")
-    print("|---|---|---|---|---|---|---|")
+    rows = []
     for b in counts:
         ms = [direct_ms(b, stage) for stage in stages]
-        print(f"| {b} | {' | '.join(f'{v:.1f}' for v in ms)} | {sum(ms):.1f} | {sum(ms) / b:.1f} |")
+        rows.append([f"{b}", *(f"{v:.1f}" for v in ms), f"{sum(ms):.1f}", f"{sum(ms) / b:.1f}"])
+    print(markdown(["batch", *stages, "total", "ms per step"], rows))
     print()
     ratio, share, ceiling = rate[batch] / rate[1], rate[batch] / direct_rate[batch], direct_rate[batch] / direct_rate[1]
     print(
@@ -473,12 +483,12 @@ def main() -> None:
             f"float32, no-op backend; {steps * args.rounds} steps per client, interleaved with "
             f"openpi-client -> openpi-server 0.1.0 (no-op numpy policy) in {args.rounds} rounds in the same process"
         )
-        print("| gRPC client | gRPC p50 ms | gRPC p99 ms | openpi p50 ms | openpi p99 ms |")
-        print("|---|---|---|---|---|")
+        rows = []
         for kind, label in (("sync", "PolicyClient (sync)"), ("asyncio", "AsyncPolicyClient")):
             grpc_p50, grpc_p99 = percentiles(results[kind]["grpc"])
             openpi_p50, openpi_p99 = percentiles(results[kind]["openpi"])
-            print(f"| {label} | {grpc_p50:.2f} | {grpc_p99:.2f} | {openpi_p50:.2f} | {openpi_p99:.2f} |")
+            rows.append([label, f"{grpc_p50:.2f}", f"{grpc_p99:.2f}", f"{openpi_p50:.2f}", f"{openpi_p99:.2f}"])
+        print(markdown(["gRPC client", "gRPC p50 ms", "gRPC p99 ms", "openpi p50 ms", "openpi p99 ms"], rows))
         print()
 
         counts = [int(s) for s in args.sessions.split(",")]
@@ -493,12 +503,21 @@ def main() -> None:
             f"max batch {args.max_batch}, batch timeout 5 ms, cameras 3 x {height}x{width}, "
             f"{args.client_processes} client processes (AsyncPolicyClient)"
         )
-        print("| sessions S | steps/s | x S=1 | mean batch | raw batched steps/s | of raw |")
-        print("|---|---|---|---|---|---|")
         first = rates[counts[0]][0]
+        rows = []
         for sessions, (rate, mean_batch) in rates.items():
             raw = min(sessions, args.max_batch) / (args.batch_ms / 1000.0)
-            print(f"| {sessions} | {rate:.0f} | {rate / first:.1f} | {mean_batch:.1f} | {raw:.0f} | {rate / raw:.0%} |")
+            rows.append(
+                [
+                    f"{sessions}",
+                    f"{rate:.0f}",
+                    f"{rate / first:.1f}",
+                    f"{mean_batch:.1f}",
+                    f"{raw:.0f}",
+                    f"{rate / raw:.0%}",
+                ]
+            )
+        print(markdown(["sessions S", "steps/s", "x S=1", "mean batch", "raw batched steps/s", "of raw"], rows))
     if args.lerobot:
         print()
         lerobot_section(args)

@@ -2,31 +2,19 @@
 
 Values sit where validation tends to break: empty and huge strings, unicode and NUL, integers at
 the bounds of their wire type, NaN and infinities, unknown enum numbers, and long repeated fields.
+The CI fuzz tests (`tests/test_fuzz_*.py`, whose settings profile `tests/conftest.py` loads) and
+`python -m scripts.fuzz.long` draw from them.
 """
 
 from __future__ import annotations
 
-import os
-from typing import Any
+from typing import Any, Literal, TypeVar, cast
 
 import grpc
 from google.protobuf import message_factory
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import Message
-from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
-
-# Deterministic by default so CI is reproducible; EVALFLEET_FUZZ=random explores new inputs locally.
-settings.register_profile(
-    "ci",
-    derandomize=True,
-    deadline=None,
-    database=None,
-    print_blob=True,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture],
-)
-settings.register_profile("random", parent=settings.get_profile("ci"), derandomize=False)
-settings.load_profile(os.environ.get("EVALFLEET_FUZZ", "ci"))
 
 # What a server may answer to any request; UNKNOWN and INTERNAL mean an unhandled exception, and
 # DEADLINE_EXCEEDED or UNAVAILABLE a hang or a crash.
@@ -41,6 +29,11 @@ ALLOWED_CODES = frozenset(
         grpc.StatusCode.RESOURCE_EXHAUSTED,
     }
 )
+
+M = TypeVar("M", bound=Message)
+
+# Unicode category of lone surrogates, which protobuf refuses to encode client-side.
+SURROGATES: tuple[Literal["Cs"]] = ("Cs",)
 
 _BOUNDS = {
     FieldDescriptor.TYPE_INT32: (-(2**31), 2**31 - 1),
@@ -70,7 +63,7 @@ def doubles() -> st.SearchStrategy[float]:
 
 def texts() -> st.SearchStrategy[str]:
     """Unicode without lone surrogates (protobuf refuses to encode those client-side)."""
-    alphabet = st.characters(blacklist_categories=("Cs",))
+    alphabet = st.characters(blacklist_categories=SURROGATES)
     return st.one_of(
         st.sampled_from(["", " ", "\x00", "a b", "..", "../etc", "w1", "{}", "[]", "null", "0" * 64, "é" * 300]),
         st.text(alphabet, max_size=40),
@@ -92,6 +85,7 @@ def _scalar(field: FieldDescriptor) -> st.SearchStrategy[Any]:
     if kind == FieldDescriptor.TYPE_BYTES:
         return st.one_of(st.binary(max_size=200), texts().map(lambda s: s.encode("utf-8")))
     if kind == FieldDescriptor.TYPE_ENUM:
+        assert field.enum_type is not None  # set on every enum field
         return st.one_of(st.sampled_from([v.number for v in field.enum_type.values]), integers(-(2**31), 2**31 - 1))
     raise TypeError(f"no strategy for field {field.full_name} of type {kind}")
 
@@ -133,6 +127,12 @@ def messages(
         else:
             fields[field.name] = st.lists(scalar(field), max_size=6) if _repeated(field) else scalar(field)
     return st.fixed_dictionaries({}, optional=fields).map(lambda values: _build(cls, descriptor, values))
+
+
+def messages_of(cls: type[M], known: dict[str, list[Any]] | None = None, depth: int = 3) -> st.SearchStrategy[M]:
+    """``messages`` of a generated message class, typed as that class."""
+    # A generated class's DESCRIPTOR is upb's descriptor where protobuf runs on upb: the same interface.
+    return cast("st.SearchStrategy[M]", messages(cast(Descriptor, cls.DESCRIPTOR), known, depth))
 
 
 def _repeated(field: FieldDescriptor) -> bool:

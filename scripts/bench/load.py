@@ -17,7 +17,7 @@ same backlog, 16 workers; the table gives 256-worker figures as ratios of it.
 Every lease the workers receive is counted per task id, so the run also checks that no task was
 handed to two workers at once and that every accepted completion matches the scheduler's counts.
 
-Run from the repository root: ``.venv/bin/python scripts/bench_load.py [--quick] [--drain]``.
+Run from the repository root: ``.venv/bin/python -m scripts.bench.load [--quick] [--drain]``.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ import os
 import platform
 import random
 import re
+import signal
 import sys
 import tempfile
 import threading
@@ -42,22 +43,20 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import grpc
-from bench_scheduler import (
-    ROUTE,
-    command_line,
-    evalfleet_populate,
-    percentile,
-    progress,
-    render,
-    run_timed,
-    stop_on_sigterm,
-)
 
 from evalfleet.local_fleet import scheduler_argv, wait_serving
-from evalfleet.processes import ServiceProcess, free_port, peak_rss_mib, rss_mib
+from evalfleet.processes import ServiceProcess, free_port
 from evalfleet.scheduler_api.client import SchedulerClient
 from evalfleet.v1 import scheduler_pb2 as pb
 from evalfleet.v1 import scheduler_pb2_grpc as pb_grpc
+from scripts.bench.drain import run_timed
+from scripts.bench.evalfleet_scheduler import ROUTE, evalfleet_populate
+from scripts.common.command import command_line
+from scripts.common.procstat import peak_rss_mib, rss_mib
+from scripts.common.progress import progress
+from scripts.common.signals import interrupt_on
+from scripts.common.stats import percentile
+from scripts.common.tables import aligned, number
 
 T = TypeVar("T")
 TARGET_CLAIM_P99_MS = 50.0
@@ -484,10 +483,6 @@ def summarize(
 # The report.
 
 
-def _num(value: float, digits: int = 1) -> str:
-    return "-" if math.isnan(value) else f"{value:,.{digits}f}"
-
-
 def _ratio(measured: float, baseline: float) -> str:
     return "-" if not baseline or math.isnan(baseline) or math.isnan(measured) else f"{measured / baseline:.2f}x"
 
@@ -525,11 +520,11 @@ RESOURCE_COLUMNS: tuple[PhaseColumn, ...] = (
 
 def phase_table(phases: Sequence[PhaseResult], columns: Sequence[PhaseColumn]) -> str:
     """One row per phase, and a last row: the measured phase over the baseline."""
-    rows = [[f"W={r.workers}", *(_num(get(r), digits) for _, get, digits in columns)] for r in phases]
+    rows = [[f"W={r.workers}", *(number(get(r), digits) for _, get, digits in columns)] for r in phases]
     baseline, measured = phases[0], phases[-1]
     ratio_label = f"W={measured.workers} / W={baseline.workers}"
     rows.append([ratio_label, *(_ratio(get(measured), get(baseline)) for _, get, _ in columns)])
-    return render(rows, ["workers", *(name for name, _, _ in columns)])
+    return aligned(rows, ["workers", *(name for name, _, _ in columns)])
 
 
 def integrity_checks(result: PhaseResult) -> list[tuple[str, bool]]:
@@ -549,7 +544,7 @@ def integrity_checks(result: PhaseResult) -> list[tuple[str, bool]]:
 
 def check_table(phases: Sequence[PhaseResult]) -> str:
     rows = [[text, f"W={r.workers}", "ok" if held else "FAILED"] for r in phases for text, held in integrity_checks(r)]
-    return render(rows, ["check", "phase", "result"])
+    return aligned(rows, ["check", "phase", "result"])
 
 
 def targets(measured: PhaseResult) -> list[tuple[str, str, bool]]:
@@ -613,7 +608,7 @@ def report(config: LoadConfig, phases: Sequence[PhaseResult]) -> str:
         check_table(phases),
         "",
         "Targets (issue #7)",
-        render(
+        aligned(
             [[target, value, _verdict(met)] for target, value, met in targets(measured)],
             ["target", "measured", "verdict"],
         ),
@@ -708,7 +703,7 @@ def phase_configs(args: argparse.Namespace) -> list[LoadConfig]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    stop_on_sigterm()
+    interrupt_on(signal.SIGTERM)
     configs = phase_configs(args)
     phases = []
     with tempfile.TemporaryDirectory(prefix="bench-load-") as tmp:

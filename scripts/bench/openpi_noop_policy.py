@@ -4,10 +4,10 @@
 It answers every request with the same zero chunk and reads nothing of it, so what a benchmark
 measures is the transport (websockets, openpi's msgpack numpy codec) and whatever sits in front of
 the server, not a model. `READY` matches the line websockets logs once the server listens, with the
-bound host and port (`--port 0`, the default, binds a free one); `openpi_server` runs the script as
-a harnessed process.
+bound host and port (`--port 0`, the default, binds a free one); `openpi_server` runs this module
+as a harnessed process.
 
-    python scripts/openpi_noop_policy.py --port 0 --chunk 50 --action-dim 14
+    python -m scripts.bench.openpi_noop_policy --port 0 --chunk 50 --action-dim 14
 """
 
 from __future__ import annotations
@@ -28,6 +28,8 @@ from evalfleet.processes import ServiceProcess
 # websockets logs "server listening on HOST:PORT" at INFO; a pattern of its own (not the harness's
 # ADDRESS_LINE), so `LocalFleet.start` does not wait for a gRPC health service on it.
 READY = re.compile(r"server listening on (\S+):(\d+)")
+# This module as a command line, run from the repository root.
+OPENPI_NOOP_POLICY = [sys.executable, "-m", "scripts.bench.openpi_noop_policy"]
 
 
 class NoopPolicy:
@@ -46,7 +48,7 @@ class NoopPolicy:
 @contextmanager
 def openpi_server(log_path: Path, chunk: int, action_dim: int) -> Iterator[str]:
     """This script as a harnessed process on a free port; yields its ws:// URL once it listens."""
-    argv = [sys.executable, __file__, "--port", "0", "--chunk", str(chunk), "--action-dim", str(action_dim)]
+    argv = [*OPENPI_NOOP_POLICY, "--port", "0", "--chunk", str(chunk), "--action-dim", str(action_dim)]
     with ServiceProcess(argv, log_path, ready=READY) as server:
         server.start(timeout=60)
         yield f"ws://{server.address}"

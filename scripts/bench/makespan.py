@@ -39,8 +39,8 @@ Each strategy gets a fresh fleet. The bound for that fleet, a lower bound for an
 `sim` for a real fleet is the same list scheduling with the speeds and kills: the task a killed
 worker holds keeps the episodes it finished and goes back to the head of the queue at t_k + L.
 
-    .venv/bin/python scripts/bench_makespan.py              # 16 worker processes, ~5 minutes
-    .venv/bin/python scripts/bench_makespan.py --fleet real --time-scale 0.06   # a fresh fleet per strategy, ~12 min
+    .venv/bin/python -m scripts.bench.makespan              # 16 worker processes, ~5 minutes
+    .venv/bin/python -m scripts.bench.makespan --fleet real --time-scale 0.06   # a fresh fleet per strategy, ~12 min
 """
 
 from __future__ import annotations
@@ -53,8 +53,8 @@ import math
 import os
 import platform
 import random
-import shlex
 import sqlite3
+import statistics
 import sys
 import tempfile
 import time
@@ -62,8 +62,6 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.synthetic.adapter import REFERENCE_POLICY_SETTINGS
 from benchmarks.synthetic.manifest import build_synthetic
@@ -74,6 +72,9 @@ from inference_server.checkpoint import seal
 from manifests.expected import longest_first
 from manifests.format import Manifest
 from manifests.partition import minibatches
+from scripts.common.command import command_line
+from scripts.common.stats import percentile
+from scripts.common.tables import markdown
 
 EPOCH = "syn"
 ROUTE = "synthetic"
@@ -362,21 +363,17 @@ def order_only(args: argparse.Namespace, seeds: int) -> str:
         for s in STRATEGIES:
             sim, lost = simulated_makespan(s.order(manifests), s.batch_size, fleet, args.time_scale)
             ratios[s.name].append(sim / bound_seconds(manifests, fleet, args.time_scale, lost))
-    lines = [
-        f"Order only (simulated, zero overhead), {args.fleet} fleet, workload seeds 0-{seeds - 1}:",
-        "",
-        "| strategy | median ratio | p90 | max | seeds over 1.05 | over 1.10 |",
-        "|---|---|---|---|---|---|",
-    ]
+    rows = []
     for name, values in ratios.items():
-        values.sort()
-        p90 = values[min(len(values) - 1, math.ceil(0.9 * len(values)) - 1)]
+        # The median of an even count is the upper of the two middle values (BENCHMARKS.md's figures).
+        median, p90 = statistics.median_high(values), percentile(values, 90)
         over5, over10 = sum(v > 1.05 for v in values), sum(v > 1.10 for v in values)
-        lines.append(
-            f"| {name} | {values[len(values) // 2]:.3f} | {p90:.3f} | {values[-1]:.3f} | {over5}/{seeds} | "
-            f"{over10}/{seeds} |"
+        rows.append(
+            [name, f"{median:.3f}", f"{p90:.3f}", f"{max(values):.3f}", f"{over5}/{seeds}", f"{over10}/{seeds}"]
         )
-    return "\n".join(lines)
+    title = f"Order only (simulated, zero overhead), {args.fleet} fleet, workload seeds 0-{seeds - 1}:"
+    header = ["strategy", "median ratio", "p90", "max", "seeds over 1.05", "over 1.10"]
+    return "\n".join([title, "", markdown(header, rows)])
 
 
 def machine() -> str:
@@ -388,17 +385,14 @@ def machine() -> str:
 
 
 def table(rows: list[Row]) -> str:
-    lines = [
-        "| strategy | tasks | leases lost | makespan s | bound s | ratio | sim ratio |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for row in rows:
-        failed = f" ({row.failed} failed)" if row.failed else ""
-        lines.append(
-            f"| {row.strategy} | {row.tasks}{failed} | {row.lost} | {row.makespan:.1f} | {row.bound:.1f} | "
-            f"{row.ratio:.3f} | {row.sim / row.bound:.3f} |"
-        )
-    return "\n".join(lines)
+    cells = [
+        [
+            row.strategy, f"{row.tasks}" + (f" ({row.failed} failed)" if row.failed else ""), f"{row.lost}",
+            f"{row.makespan:.1f}", f"{row.bound:.1f}", f"{row.ratio:.3f}", f"{row.sim / row.bound:.3f}",
+        ]
+        for row in rows
+    ]  # fmt: skip
+    return markdown(["strategy", "tasks", "leases lost", "makespan s", "bound s", "ratio", "sim ratio"], cells)
 
 
 def run_strategy(
@@ -490,7 +484,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.mode == "processes"
         else f"one renderer-worker, --concurrency {args.workers}"
     )
-    print(f"command: {shlex.join([Path(sys.executable).name, *sys.argv])}")
+    print(f"command: {command_line()}")
     print(f"machine: {machine()}")
     print(f"fleet: {mode}; one scheduler (lease {args.lease_seconds:g} s), one inference server, all on this machine")
     if args.fleet == "real":

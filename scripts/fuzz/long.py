@@ -1,7 +1,7 @@
 """Fuzzing at volume: 100,000 generated inputs per RPC of both services, and per parser.
 
 CI fuzzes each target a few hundred times (`tests/test_fuzz_*.py`); this script runs the same
-strategies and properties (`tests/fuzz.py`, `tests/fuzz_targets.py`) at volume, outside CI, against
+strategies and properties (`scripts.fuzz.strategies`, `scripts.fuzz.targets`) at volume, outside CI, against
 real processes over real gRPC: one `scheduler serve` on a real SQLite database, seeded with a
 submission, a lease and a result, and one `inference-server` serving a sealed reference checkpoint.
 The targets are every method of `evalfleet.v1.Scheduler` and `evalfleet.v1.Policy` (read from the
@@ -29,9 +29,9 @@ alike. A failure prints the command that draws the same inputs again, `--rpc NAM
 --count N` (the server state they meet may differ: other targets ran before them), and is written,
 with the input's bytes, to failures.jsonl in --out-dir.
 
-    nice -n 10 python scripts/fuzz_long.py --count 100000 --seed 1
-    python scripts/fuzz_long.py --rpc Submit --seed 7 --count 250    # replay
-    python scripts/fuzz_long.py --list
+    nice -n 10 python -m scripts.fuzz.long --count 100000 --seed 1
+    python -m scripts.fuzz.long --rpc Submit --seed 7 --count 250    # replay
+    python -m scripts.fuzz.long --list
 """
 
 from __future__ import annotations
@@ -52,13 +52,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "tests"))  # the strategies and properties the CI fuzz tests use
+import grpc
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import seed as hypothesis_seed
+from hypothesis import strategies as st
 
-import grpc  # noqa: E402
-from fuzz import ALLOWED_CODES, messages  # noqa: E402
-from fuzz_targets import (  # noqa: E402
+from benchmarks.synthetic.adapter import REFERENCE_POLICY_SETTINGS
+from evalfleet.local_fleet import policy_argv, scheduler_argv, wait_serving
+from evalfleet.processes import ServiceProcess
+from evalfleet.v1 import policy_pb2, scheduler_pb2
+from inference_server.checkpoint import seal
+from scripts.common.signals import set_on
+from scripts.fuzz.strategies import ALLOWED_CODES, messages
+from scripts.fuzz.targets import (
     SCHEDULER_KNOWN,
     check_checkpoint_case,
     checkpoint_cases,
@@ -69,15 +75,6 @@ from fuzz_targets import (  # noqa: E402
     seed_scheduler,
     session_streams,
 )
-from hypothesis import HealthCheck, Phase, given, settings  # noqa: E402
-from hypothesis import seed as hypothesis_seed  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
-
-from benchmarks.synthetic.adapter import REFERENCE_POLICY_SETTINGS  # noqa: E402
-from evalfleet.local_fleet import policy_argv, scheduler_argv, wait_serving  # noqa: E402
-from evalfleet.processes import ServiceProcess  # noqa: E402
-from evalfleet.v1 import policy_pb2, scheduler_pb2  # noqa: E402
-from inference_server.checkpoint import seal  # noqa: E402
 
 SCHEDULER = scheduler_pb2.DESCRIPTOR.services_by_name["Scheduler"]
 POLICY = policy_pb2.DESCRIPTOR.services_by_name["Policy"]
@@ -105,7 +102,7 @@ def resolve_targets(names: list[str] | None) -> list[str]:
     for name in names:
         matches = [t for t in known if t == name or t.split(".")[-1] == name]
         if len(matches) != 1:
-            raise SystemExit(f"fuzz_long.py: --rpc {name!r} names none of {', '.join(known)}")
+            raise SystemExit(f"fuzz_long: --rpc {name!r} names none of {', '.join(known)}")
         chosen += [m for m in matches if m not in chosen]
     return chosen
 
@@ -126,7 +123,7 @@ class Failure:
 
     def replay(self) -> str:
         name = self.target.split(".")[-1]
-        return f"python scripts/fuzz_long.py --rpc {name} --seed {self.seed} --count {self.index + 1}"
+        return f"python -m scripts.fuzz.long --rpc {name} --seed {self.seed} --count {self.index + 1}"
 
     def record(self) -> dict[str, Any]:
         return {
@@ -317,7 +314,7 @@ class Scheduler(_Served):
         register = self.call("RegisterWorker")
         outcome = register([scheduler_pb2.RegisterWorkerRequest(worker_id="fuzz-probe").SerializeToString()])
         if outcome.code != grpc.StatusCode.OK or self.state() == before:
-            raise SystemExit(f"fuzz_long.py: the database change detector missed a write ({outcome.code.name})")
+            raise SystemExit(f"fuzz_long: the database change detector missed a write ({outcome.code.name})")
 
     def close(self) -> None:
         self.version.close()
@@ -340,6 +337,7 @@ class Policy(_Served):
         self.digest = self.identity().digest
 
     def identity(self) -> policy_pb2.GetIdentityResponse:
+        rpc: grpc.UnaryUnaryMultiCallable[policy_pb2.GetIdentityRequest, policy_pb2.GetIdentityResponse]
         rpc = self.channel.unary_unary(
             f"/{POLICY.full_name}/GetIdentity",
             request_serializer=lambda m: m.SerializeToString(),
@@ -624,8 +622,8 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(tempfile.mkdtemp(prefix="work-", dir=out_dir))
     report = Report(out_dir, targets, args.count, seed)
     print(f"fuzz_long: seed {seed}, {args.count} inputs per target, {len(targets)} targets, out {out_dir}", flush=True)
-    print(f"  replay all: python scripts/fuzz_long.py --seed {seed} --count {args.count}", flush=True)
-    signal.signal(signal.SIGTERM, lambda signum, frame: STOP.set())
+    print(f"  replay all: python -m scripts.fuzz.long --seed {seed} --count {args.count}", flush=True)
+    set_on(STOP, signal.SIGTERM)
     runner = Runner(args, report, work)
     finished = False
     try:
