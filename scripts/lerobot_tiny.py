@@ -1,4 +1,4 @@
-"""Run in .venv-lerobot by the lerobot backend's tests and by scripts/bench_inference.py --lerobot:
+"""Run in .venv-lerobot by the lerobot backend's tests and by `python -m scripts.bench.inference --lerobot`:
 LeRobot's own code on the far side of a check or a measurement.
 
     build DIR [--benchmark B] [--seed N] [--size PX | HxW]
