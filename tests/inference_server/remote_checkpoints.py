@@ -64,16 +64,17 @@ def openpi_settings(
 
 def starvla_settings(url: str, **overrides: Any) -> dict[str, Any]:
     """StarVLA's LIBERO mapping (its `eval_libero.py`): both cameras as the example's `image` list,
-    the instruction as `lang`; here also the 8-D state, which StarVLA sends when a model uses it."""
+    the instruction as `lang`; here also the 8-D state as StarVLA's models take it, (1, 8) per
+    example. The key is the LIBERO checkpoints' one, `franka`."""
     request = [
         {"key": "image", "cameras": list(CAMERAS), "resize_with_pad": [224, 224]},
         {"key": "lang", "instruction": True},
-        {"key": "state", "state": LIBERO_STATE},
+        {"key": "state", "state": LIBERO_STATE, "shape": [1, -1]},
     ]
     settings = libero_settings(url, "starvla", request, connections=2)
     settings |= {
         "examples_per_request": 8,
-        "unnorm_key": "libero_goal",
+        "unnorm_key": "franka",
         "predict_kwargs": {"do_sample": False, "use_ddim": True, "num_ddim_steps": 10},
     }
     return {**settings, **overrides}
