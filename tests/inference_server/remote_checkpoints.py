@@ -75,6 +75,8 @@ def starvla_settings(url: str, **overrides: Any) -> dict[str, Any]:
     settings |= {
         "examples_per_request": 8,
         "unnorm_key": "franka",
+        # The double's chunk is REMOTE_CHUNK (10) rows: the tests check that the first chunk_length are the chunk.
+        "chunk_length_differs": "the tests keep the first chunk_length rows of the double's longer chunk",
         "predict_kwargs": {"do_sample": False, "use_ddim": True, "num_ddim_steps": 10},
     }
     return {**settings, **overrides}
@@ -108,8 +110,9 @@ def make_remote_checkpoint(
     root: Path, url: str, epoch: str | None = None, dialect: str = "openpi", **overrides: Any
 ) -> Path:
     """Seals ``root``/``epoch`` (by default the dialect's, `EPOCHS`) as a `remote` checkpoint of
-    ``dialect`` at ``url``, ``overrides`` replacing settings; returns ``root``."""
+    ``dialect`` at ``url``, ``overrides`` replacing settings (None: leaving one out); returns ``root``."""
     folder = root / (epoch or EPOCHS[dialect])
     folder.mkdir(parents=True, exist_ok=True)
-    seal(folder, "remote", SETTINGS[dialect](url, **overrides))
+    settings = {name: value for name, value in SETTINGS[dialect](url, **overrides).items() if value is not None}
+    seal(folder, "remote", settings)
     return root

@@ -326,3 +326,57 @@ def test_examples_starvla_refuses_fail_the_warm_up_quoting_it(tmp_path: Path, do
     run = subprocess.run(policy_argv("pi05", tmp_path), capture_output=True, text=True, timeout=120, check=False)
     line = load_failure(run)
     assert "warm-up step failed" in line and double.url in line and said in line, line
+
+
+LIBERO_ACTION_KEYS = [f"action.{k}" for k in ("x", "y", "z", "roll", "pitch", "yaw", "gripper")]
+
+
+@pytest.mark.parametrize(
+    ("embodiment", "override", "said"),
+    [
+        # StarVLA's clients run the whole chunk (model2libero_interface.py:131, model2robotwin_interface.py:129).
+        ("libero", {"chunk_length_differs": None}, "settings.chunk_length 5 is not the server's action_chunk_size 10"),
+        ("libero", {"chunk_length": 10}, "settings.chunk_length_differs says why chunk_length differs"),
+        (
+            "libero",
+            {"action_dim": 6},
+            f"the server declares 7 action_keys {LIBERO_ACTION_KEYS} for settings.action_dim 6",
+        ),
+        (
+            "libero",
+            {"expected_action_keys": ["action.left_joints"]},
+            f"expected_action_keys ['action.left_joints'] are not the server's action_keys {LIBERO_ACTION_KEYS}",
+        ),
+        (
+            "multi",
+            {"unnorm_key": "oxe_bridge", "expected_state_keys": ["state.x"]},
+            "settings.expected_state_keys is set but the server declares no state_keys",
+        ),
+    ],
+)
+def test_settings_the_handshake_contradicts_are_refused_at_load(
+    tmp_path: Path, double, embodiment: str, override: dict[str, Any], said: str
+) -> None:
+    double.run(args=["--embodiment", embodiment])
+    make_remote_checkpoint(tmp_path, double.url, dialect="starvla", **override)
+    run = subprocess.run(policy_argv("pi05", tmp_path), capture_output=True, text=True, timeout=120, check=False)
+    line = load_failure(run)
+    assert double.url in line and said in line, line
+
+
+def test_the_handshake_keys_the_settings_expect_are_accepted(tmp_path: Path, double, start_server) -> None:
+    double.run()
+    state_keys = [f"state.{k}" for k in ("x", "y", "z", "roll", "pitch", "yaw", "pad", "gripper")]
+    make_remote_checkpoint(
+        tmp_path,
+        double.url,
+        dialect="starvla",
+        expected_action_keys=LIBERO_ACTION_KEYS,
+        expected_state_keys=state_keys,
+        chunk_length=REMOTE_CHUNK,
+        chunk_length_differs=None,
+    )
+    server = start_server(tmp_path, epoch="pi05")
+    with server.client() as client, client.open_session(client.identity().digest, episode()) as session:
+        chunk = session.act(Step(0).images, Step(0).state, step=0, executed=0)
+    assert chunk.shape == (REMOTE_CHUNK, ACTION_DIM)

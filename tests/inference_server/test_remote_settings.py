@@ -46,6 +46,9 @@ REFUSED = [
     ("starvla", {"unnorm_key": 3}, "settings.unnorm_key"),
     ("starvla", {"predict_kwargs": {"use_ddim": [1]}}, "settings.predict_kwargs"),
     ("starvla", {"predict_kwargs": {"examples": 1}}, "settings.predict_kwargs must not set examples"),
+    ("starvla", {"chunk_length_differs": " "}, "settings.chunk_length_differs must be a non-empty text"),
+    ("starvla", {"expected_action_keys": "action.x"}, "settings.expected_action_keys must be a list of key names"),
+    ("openpi", {"chunk_length_differs": "why"}, "settings.chunk_length_differs is not a setting of the openpi dialect"),
     (
         "starvla",
         {"request": [{"key": "image", "cameras": "agentview"}]},
