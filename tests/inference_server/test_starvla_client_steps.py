@@ -15,13 +15,12 @@ shape and dtype, the state, the prompt, the unnorm key in effect).
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-import yaml
+from docs_recipes import recipe, robotwin_reply
 from openpi_helpers import STARVLA_DOUBLE, OpenpiServer
 from starvla_reference import LiberoModelClient, RobotwinModelClient, libero_policy_step, robotwin_eval
 
@@ -31,29 +30,8 @@ from inference_server.checkpoint import seal
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
-DOCS = Path(__file__).resolve().parents[2] / "docs" / "remote.md"
 INSTRUCTION = "put the bowl on the plate"
 RNG = np.random.default_rng(27)
-
-
-def recipe(name: str) -> dict[str, Any]:
-    """The settings file docs/remote.md writes with `cat > NAME <<'EOF'`."""
-    match = re.search(rf"cat > {re.escape(name)} <<'EOF'\n(.*?)\nEOF\n", DOCS.read_text(), re.DOTALL)
-    assert match, f"docs/remote.md has no {name}"
-    settings: dict[str, Any] = yaml.safe_load(match.group(1))
-    return settings
-
-
-def robotwin_reply(action_mode: str) -> list[dict[str, Any]]:
-    """The `reply` steps docs/remote.md gives for a RoboTwin checkpoint of that action_mode."""
-    if action_mode == "abs":
-        steps: list[dict[str, Any]] = recipe("starvla_robotwin.yaml")["reply"]
-        return steps
-    header = f"# starvla_robotwin.yaml's reply for action_mode: {action_mode} "
-    match = re.search(rf"```yaml\n({re.escape(header)}.*?)```", DOCS.read_text(), re.DOTALL)
-    assert match, f"docs/remote.md has no reply for action_mode {action_mode}"
-    steps = yaml.safe_load(match.group(1))["reply"]
-    return steps
 
 
 def double_records(path: Path) -> list[dict[str, Any]]:
