@@ -1,11 +1,13 @@
 """Servers on openpi's transport as harnessed processes: the real openpi policy server with the
-test policy (`openpi_policy.py`), and the double of StarVLA's server (`starvla_double.py`, on
-openpi-server's transport). The checkpoints that point at them are in `remote_checkpoints.py`."""
+test policy (`openpi_policy.py`), and the double of StarVLA's server (`starvla_double.py`, which
+restates StarVLA's copy of openpi's transport with openpi-client's codec). The checkpoints that
+point at them are in `remote_checkpoints.py`."""
 
 from __future__ import annotations
 
 import hashlib
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,9 +31,10 @@ class OpenpiServer(ServiceProcess):
         self.script = script
         self.url = f"ws://127.0.0.1:{port}"
 
-    def run(self, mode: str = "ok", version: str = "1") -> OpenpiServer:
+    def run(self, mode: str = "ok", version: str = "1", args: Sequence[str] = ()) -> OpenpiServer:
+        """Starts the server; `args` are further flags of its script (the StarVLA double's)."""
         self.argv = [sys.executable, str(self.script), "--port", str(self.fixed_port), "--mode", mode]
-        self.argv += ["--chunk", str(REMOTE_CHUNK), "--action-dim", str(ACTION_DIM), "--version", version]
+        self.argv += ["--chunk", str(REMOTE_CHUNK), "--action-dim", str(ACTION_DIM), "--version", version, *args]
         self.start(timeout=60)
         return self
 

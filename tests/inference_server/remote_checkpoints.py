@@ -64,16 +64,19 @@ def openpi_settings(
 
 def starvla_settings(url: str, **overrides: Any) -> dict[str, Any]:
     """StarVLA's LIBERO mapping (its `eval_libero.py`): both cameras as the example's `image` list,
-    the instruction as `lang`; here also the 8-D state, which StarVLA sends when a model uses it."""
+    the instruction as `lang`; here also the 8-D state as StarVLA's models take it, (1, 8) per
+    example. The key is the LIBERO checkpoints' one, `franka`."""
     request = [
         {"key": "image", "cameras": list(CAMERAS), "resize_with_pad": [224, 224]},
         {"key": "lang", "instruction": True},
-        {"key": "state", "state": LIBERO_STATE},
+        {"key": "state", "state": LIBERO_STATE, "shape": [1, -1]},
     ]
     settings = libero_settings(url, "starvla", request, connections=2)
     settings |= {
         "examples_per_request": 8,
-        "unnorm_key": "libero_goal",
+        "unnorm_key": "franka",
+        # The double's chunk is REMOTE_CHUNK (10) rows: the tests check that the first chunk_length are the chunk.
+        "chunk_length_differs": "the tests keep the first chunk_length rows of the double's longer chunk",
         "predict_kwargs": {"do_sample": False, "use_ddim": True, "num_ddim_steps": 10},
     }
     return {**settings, **overrides}
@@ -107,8 +110,9 @@ def make_remote_checkpoint(
     root: Path, url: str, epoch: str | None = None, dialect: str = "openpi", **overrides: Any
 ) -> Path:
     """Seals ``root``/``epoch`` (by default the dialect's, `EPOCHS`) as a `remote` checkpoint of
-    ``dialect`` at ``url``, ``overrides`` replacing settings; returns ``root``."""
+    ``dialect`` at ``url``, ``overrides`` replacing settings (None: leaving one out); returns ``root``."""
     folder = root / (epoch or EPOCHS[dialect])
     folder.mkdir(parents=True, exist_ok=True)
-    seal(folder, "remote", SETTINGS[dialect](url, **overrides))
+    settings = {name: value for name, value in SETTINGS[dialect](url, **overrides).items() if value is not None}
+    seal(folder, "remote", settings)
     return root

@@ -1,7 +1,7 @@
 """The `remote` backend's starvla dialect in front of a double of StarVLA's policy server.
 
-StarVLA cannot be installed here, so its server is a double (`starvla_double.py`) on the real
-openpi-server transport, with StarVLA's envelope and routing rules. Every process is real: the
+StarVLA cannot be installed here, so its server is a double (`starvla_double.py`) that restates
+StarVLA's transport, idle timeout, routing, handshake and input checks. Every process is real: the
 double, an `inference-server` with the `remote` backend forwarding to it, and a PolicyClient
 driving sessions over gRPC. The double's actions are a function of each example StarVLA's LIBERO
 client would send, so each answer is checked against what it computes from the same observation;
@@ -20,6 +20,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+import websockets.exceptions
+import websockets.sync.client
 from inference_helpers import ServerProcess, load_failure
 from openpi_client import image_tools
 from openpi_helpers import REMOTE_CHUNK, STARVLA_DOUBLE, OpenpiServer
@@ -38,7 +40,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 CHUNK = 5
 HEIGHT, WIDTH = 48, 64  # not square, so the padding of resize_with_pad shows in the answers
 INSTRUCTION = "put the bowl on the plate"
-UNNORM_KEY = "libero_goal"  # the settings' key; the double's answers depend on it
+UNNORM_KEY = 0  # the settings' key, franka, is the first of the double's; its answers depend on it
 
 
 class Step:
@@ -60,7 +62,7 @@ class Step:
         example = {
             "image": [image_tools.resize_with_pad(self.images[name], 224, 224) for name in self.images],
             "lang": instruction,
-            "state": np.concatenate([position, [0.0, 0.0, angle], gripper]),
+            "state": np.concatenate([position, [0.0, 0.0, angle], gripper])[None, :],
         }
         self.expected = expected_actions(example, UNNORM_KEY, REMOTE_CHUNK, ACTION_DIM)[:CHUNK].astype(np.float32)
 
@@ -223,18 +225,33 @@ def test_a_remote_that_does_not_answer_in_time_is_unavailable(tmp_path: Path, do
 
 
 @pytest.mark.parametrize(
-    ("unnorm_key", "said"),
+    ("embodiment", "unnorm_key", "said"),
     [
-        ("bridge_orig", "settings.unnorm_key 'bridge_orig' is not one of the server's available_unnorm_keys"),
-        ("", "the server has several available_unnorm_keys"),
+        ("libero", "libero_goal", "settings.unnorm_key 'libero_goal' is not one of the server's available_unnorm_keys"),
+        ("multi", "bridge_orig", "settings.unnorm_key 'bridge_orig' is not one of the server's available_unnorm_keys"),
+        ("multi", "", "the server has several available_unnorm_keys"),
     ],
 )
-def test_an_unnorm_key_the_server_lacks_is_refused_at_load(tmp_path: Path, double, unnorm_key: str, said: str) -> None:
-    double.run()
+def test_an_unnorm_key_the_server_lacks_is_refused_at_load(
+    tmp_path: Path, double, embodiment: str, unnorm_key: str, said: str
+) -> None:
+    double.run(args=["--embodiment", embodiment])
     make_remote_checkpoint(tmp_path, double.url, dialect="starvla", unnorm_key=unnorm_key)
     run = subprocess.run(policy_argv("pi05", tmp_path), capture_output=True, text=True, timeout=120, check=False)
     line = load_failure(run)
-    assert double.url in line and said in line and "'libero_object', 'libero_goal'" in line, line
+    keys = "['franka']" if embodiment == "libero" else "['oxe_bridge', 'oxe_rt1']"
+    assert double.url in line and said in line and keys in line, line
+
+
+def test_a_libero_server_needs_no_key_its_single_key_is_the_default(tmp_path: Path, double, start_server) -> None:
+    """LIBERO checkpoints expose one key, `franka`, as the default (policy_wrapper.py:99-101): no
+    `unnorm_key` setting is needed, and the server answers with that key's statistics."""
+    double.run()
+    make_remote_checkpoint(tmp_path, double.url, dialect="starvla", unnorm_key="")
+    server = start_server(tmp_path, epoch="pi05")
+    with server.client() as client, client.open_session(client.identity().digest, episode()) as session:
+        chunk = session.act(Step(0).images, Step(0).state, step=0, executed=0)
+    np.testing.assert_allclose(chunk, Step(0).expected, rtol=0, atol=1e-4)
 
 
 CAMERAS = ("agentview", "robot0_eye_in_hand")
@@ -253,3 +270,113 @@ CAMERAS = ("agentview", "robot0_eye_in_hand")
 def test_a_bad_cameras_entry_is_refused_by_name(entry: dict[str, Any], named: str) -> None:
     with pytest.raises(mapping.MappingError, match=re.escape(named)):
         mapping.parse_request([entry], CAMERAS, {})
+
+
+def test_an_idle_server_closes_its_connections_with_1001_and_exits_and_the_step_is_unavailable(
+    tmp_path: Path, double, start_server
+) -> None:
+    """StarVLA's server stops itself once no message came for `--idle_timeout` seconds (checked
+    every 5 s; websocket_policy_server.py:50-63): the double does it in a second."""
+    double.run(args=["--idle-timeout", "1"])
+    make_remote_checkpoint(tmp_path, double.url, dialect="starvla")
+    server = start_server(tmp_path, epoch="pi05")
+    with server.client() as client, client.open_session(client.identity().digest, episode()) as session:
+        session.act(Step(0).images, Step(0).state, step=0, executed=0)
+        with websockets.sync.client.connect(double.url, compression=None, max_size=None) as watcher:
+            watcher.recv(timeout=10)  # the metadata frame; a connection alone is no activity
+            with pytest.raises(websockets.exceptions.ConnectionClosed) as closed:
+                watcher.recv(timeout=30)
+        assert closed.value.rcvd is not None and closed.value.rcvd.code == 1001, closed.value
+        assert double.proc is not None and double.proc.wait(timeout=30) == 0, double.log_tail()  # exits by itself
+        assert "Idle timeout (1s) reached, shutting down server." in double.log_path.read_text()
+        with pytest.raises(RemoteUnavailable) as down:
+            session.act(Step(1).images, Step(1).state, step=1, executed=CHUNK)
+        assert double.url in down.value.message
+
+
+@pytest.mark.parametrize(
+    ("override", "said"),
+    [
+        # A CHW image fails StarVLA's to_pil_preserve (tools/image_tools.py:100-103).
+        (
+            {
+                "request": [
+                    {"key": "image", "cameras": list(CAMERAS), "channels_first": True},
+                    {"key": "lang", "instruction": True},
+                ]
+            },
+            "Channel count must be 1/3/4, got 64",
+        ),
+        # A (D,) state fails the GR00T head, which takes [B, 1, D].
+        (
+            {
+                "request": [
+                    {"key": "image", "cameras": list(CAMERAS)},
+                    {"key": "lang", "instruction": True},
+                    {"key": "state", "state": ["robot0_eef_pos"]},
+                ]
+            },
+            "state must be (1, state_dim) per example, not (3,)",
+        ),
+    ],
+)
+def test_examples_starvla_refuses_fail_the_warm_up_quoting_it(tmp_path: Path, double, override, said: str) -> None:
+    double.run()
+    make_remote_checkpoint(tmp_path, double.url, dialect="starvla", **override)
+    run = subprocess.run(policy_argv("pi05", tmp_path), capture_output=True, text=True, timeout=120, check=False)
+    line = load_failure(run)
+    assert "warm-up step failed" in line and double.url in line and said in line, line
+
+
+LIBERO_ACTION_KEYS = [f"action.{k}" for k in ("x", "y", "z", "roll", "pitch", "yaw", "gripper")]
+
+
+@pytest.mark.parametrize(
+    ("embodiment", "override", "said"),
+    [
+        # StarVLA's clients run the whole chunk (model2libero_interface.py:131, model2robotwin_interface.py:129).
+        ("libero", {"chunk_length_differs": None}, "settings.chunk_length 5 is not the server's action_chunk_size 10"),
+        ("libero", {"chunk_length": 10}, "settings.chunk_length_differs says why chunk_length differs"),
+        (
+            "libero",
+            {"action_dim": 6},
+            f"the server declares 7 action_keys {LIBERO_ACTION_KEYS} for settings.action_dim 6",
+        ),
+        (
+            "libero",
+            {"expected_action_keys": ["action.left_joints"]},
+            f"expected_action_keys ['action.left_joints'] are not the server's action_keys {LIBERO_ACTION_KEYS}",
+        ),
+        (
+            "multi",
+            {"unnorm_key": "oxe_bridge", "expected_state_keys": ["state.x"]},
+            "settings.expected_state_keys is set but the server declares no state_keys",
+        ),
+    ],
+)
+def test_settings_the_handshake_contradicts_are_refused_at_load(
+    tmp_path: Path, double, embodiment: str, override: dict[str, Any], said: str
+) -> None:
+    double.run(args=["--embodiment", embodiment])
+    make_remote_checkpoint(tmp_path, double.url, dialect="starvla", **override)
+    run = subprocess.run(policy_argv("pi05", tmp_path), capture_output=True, text=True, timeout=120, check=False)
+    line = load_failure(run)
+    assert double.url in line and said in line, line
+
+
+def test_the_handshake_keys_the_settings_expect_are_accepted(tmp_path: Path, double, start_server) -> None:
+    double.run()
+    state_keys = [f"state.{k}" for k in ("x", "y", "z", "roll", "pitch", "yaw", "pad", "gripper")]
+    make_remote_checkpoint(
+        tmp_path,
+        double.url,
+        dialect="starvla",
+        expected_action_keys=LIBERO_ACTION_KEYS,
+        expected_state_keys=state_keys,
+        chunk_length=REMOTE_CHUNK,
+        chunk_length_differs=None,
+    )
+    server = start_server(tmp_path, epoch="pi05")
+    with server.client() as client, client.open_session(client.identity().digest, episode()) as session:
+        chunk = session.act(Step(0).images, Step(0).state, step=0, executed=0)
+    assert chunk.shape == (REMOTE_CHUNK, ACTION_DIM)

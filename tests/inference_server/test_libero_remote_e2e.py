@@ -1,5 +1,5 @@
 """Real LIBERO episodes through a policy served by a real remote server, per dialect (openpi-server;
-the double of StarVLA's server on openpi-server's transport; vla-eval's model server): scheduler →
+the double of StarVLA's server; vla-eval's model server): scheduler →
 renderer worker → evalfleet inference server (`remote` backend) → the remote, every one a process.
 
 The remote server is killed in the middle of an episode: that attempt fails as

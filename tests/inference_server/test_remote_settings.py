@@ -46,6 +46,9 @@ REFUSED = [
     ("starvla", {"unnorm_key": 3}, "settings.unnorm_key"),
     ("starvla", {"predict_kwargs": {"use_ddim": [1]}}, "settings.predict_kwargs"),
     ("starvla", {"predict_kwargs": {"examples": 1}}, "settings.predict_kwargs must not set examples"),
+    ("starvla", {"chunk_length_differs": " "}, "settings.chunk_length_differs must be a non-empty text"),
+    ("starvla", {"expected_action_keys": "action.x"}, "settings.expected_action_keys must be a list of key names"),
+    ("openpi", {"chunk_length_differs": "why"}, "settings.chunk_length_differs is not a setting of the openpi dialect"),
     (
         "starvla",
         {"request": [{"key": "image", "cameras": "agentview"}]},
@@ -55,6 +58,27 @@ REFUSED = [
         "starvla",
         {"request": [{"key": "image", "cameras": ["agentview", "front"]}]},
         "settings.request[0].cameras names 'front'",
+    ),
+    # The client-side steps (client_steps.py), after the reply and before the request.
+    ("openpi", {"reply": [{"op": "reorder", "order": [0, 1]}]}, "settings.reply[0].order must be a permutation"),
+    (
+        "starvla",
+        {"reply": [{"op": "binarize", "dims": [6], "if_greater_than": 0.5, "then": -1}]},
+        "settings.reply[0].else is required",
+    ),
+    (
+        "starvla",
+        {"request": [{"key": "image", "cameras": ["agentview"], "resize": {"size": [224, 224], "method": "bicubic"}}]},
+        "settings.request[0].resize.method must be one of letterbox, pil_bilinear, cv2_area",
+    ),
+    (
+        "starvla",
+        {
+            "request": [
+                {"key": "state", "state": ["robot0_eef_pos"], "normalize": {"stats": "s.json", "mode": "min_max"}}
+            ]
+        },
+        "settings.request[0].normalize.stats 's.json' is not a sealed file of the checkpoint",
     ),
     ("vla-eval", {"dialect": "vla_eval"}, "settings.dialect"),
     ("vla-eval", {"connections": 65}, "settings.connections"),

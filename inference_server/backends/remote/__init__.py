@@ -5,9 +5,11 @@ to it.
 Everything else stays evalfleet's: the scheduler, manifests, workers, sessions, batching and
 results. The checkpoint folder holds only `evalfleet-checkpoint.json`, whose settings name the
 remote (`url`, `dialect`), the pool (`connections`), the timeouts, the contract evalfleet
-validates (`cameras`, `state`, `action_dim`, `chunk_length`) and the mapping to the remote's
-request keys (`request`, see `mapping.py`). They are sealed like any backend's settings, so
-they are in the digest; building the backend touches no network, so `--dry-run` describes it.
+validates (`cameras`, `state`, `action_dim`, `chunk_length`), the mapping to the remote's
+request keys (`request`, see `mapping.py`) and the steps applied to each reply before its chunk
+is answered (`reply`, see `client_steps.py`: what the harness's own client does, such as StarVLA's
+gripper binarization). They are sealed like any backend's settings, so they are in the digest;
+building the backend touches no network, so `--dry-run` describes it.
 
 Identity is weaker than for a sealed checkpoint: the weights behind the URL are not files this
 server can hash. The record carries a `RemoteIdentity` (dialect, URL, declared hashes, `sealed`
@@ -37,6 +39,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -53,7 +56,7 @@ from inference_server.backends.contract import (
     RuntimeOptions,
     declared_contract,
 )
-from inference_server.backends.remote import mapping
+from inference_server.backends.remote import client_steps, mapping
 from inference_server.backends.remote.dialect import Connection, Dialect, RemoteDown, RemoteRefused, RemoteSaid
 from inference_server.backends.remote.episodes import EpisodeConnections
 from inference_server.checkpoint import Checkpoint, CheckpointError
@@ -74,7 +77,7 @@ SHA256_HEX = 64
 # other key is refused, since a misspelt one would be sealed into the digest and silently ignored.
 COMMON_SETTINGS = frozenset(
     {"cameras", "state", "action_dim", "chunk_length", "execute_steps"}
-    | {"url", "dialect", "connections", "reply_timeout_s", "load_timeout_s", "request"}
+    | {"url", "dialect", "connections", "reply_timeout_s", "load_timeout_s", "request", "reply"}
     | {"handshake_sha256", "declared_sha256"}
 )
 
@@ -89,6 +92,7 @@ class RemoteSettings:
     reply_timeout_s: float
     load_timeout_s: float
     request: tuple[mapping.Entry, ...]
+    reply: tuple[client_steps.ReplyStep, ...]
     handshake_sha256: str
     declared_sha256: dict[str, str]
 
@@ -106,8 +110,15 @@ def _sha256(value: object, name: str) -> str:
     return value
 
 
-def parse_settings(settings: dict[str, Any], cameras: Sequence[str], state: dict[str, int]) -> RemoteSettings:
-    """The remote settings of a checkpoint; ValueError names the first bad one."""
+def parse_settings(
+    settings: dict[str, Any],
+    cameras: Sequence[str],
+    state: dict[str, int],
+    action_dim: int,
+    files: Mapping[str, Path] | None = None,
+) -> RemoteSettings:
+    """The remote settings of a checkpoint; ValueError names the first bad one. `files` are the
+    checkpoint's sealed files by name (a request entry's `normalize` reads its statistics there)."""
     url = settings.get("url")
     if not isinstance(url, str) or urlsplit(url).scheme not in ("ws", "wss") or not urlsplit(url).hostname:
         raise ValueError(f"settings.url must be a ws:// or wss:// URL, not {url!r}")
@@ -127,7 +138,8 @@ def parse_settings(settings: dict[str, Any], cameras: Sequence[str], state: dict
         connections=connections,
         reply_timeout_s=_positive(settings, "reply_timeout_s", 30.0),
         load_timeout_s=_positive(settings, "load_timeout_s", 600.0),
-        request=mapping.parse_request(settings.get("request"), cameras, state),
+        request=mapping.parse_request(settings.get("request"), cameras, state, files),
+        reply=client_steps.parse_reply(settings.get("reply"), action_dim, state),
         handshake_sha256=_sha256(handshake, "settings.handshake_sha256") if handshake else "",
         declared_sha256={
             str(name): _sha256(digest, f"settings.declared_sha256[{name}]") for name, digest in declared.items()
@@ -182,7 +194,11 @@ class RemoteBackend:
         self.precision = NUMPY_PRECISION
         try:
             self.settings = parse_settings(
-                checkpoint.settings, [c.name for c in self.cameras], {s.name: s.length for s in self.state}
+                checkpoint.settings,
+                [c.name for c in self.cameras],
+                {s.name: s.length for s in self.state},
+                self.action_dim,
+                {name: checkpoint.root / name for name in checkpoint.sha256},
             )
             self.dialect = make_dialect(self.settings.dialect, checkpoint.settings)
         except ValueError as exc:
@@ -195,6 +211,7 @@ class RemoteBackend:
             sealed=False,
         )
         self.handshake_sha256 = ""
+        self._reply = client_steps.ReplySteps(self.settings.reply)
         self._pool = _Pool(self.settings.connections)
         self._executor = ThreadPoolExecutor(self.settings.connections, thread_name_prefix="remote-policy")
         self._episodes = (
@@ -274,10 +291,16 @@ class RemoteBackend:
 
     def _steps(self, steps: Sequence[tuple[Observation, History]], timeout_s: float) -> npt.NDArray[np.float32]:
         """Sessions' steps in one message over a free connection, as [steps, chunk_length,
-        action_dim]; typed policy errors name the remote."""
+        action_dim], each chunk through the `reply` steps; typed policy errors name the remote."""
         requests = [mapping.build_request(self.settings.request, o, h) for o, h in steps]
         if self._episodes is not None:  # each session's own connection (one step per message)
-            return np.stack([self._episodes.step(r, h, timeout_s) for r, (_, h) in zip(requests, steps, strict=True)])
+            chunks = [self._episodes.step(r, h, timeout_s) for r, (_, h) in zip(requests, steps, strict=True)]
+        else:
+            chunks = self._pooled(requests, timeout_s)
+        return np.stack([self._reply.apply(c, o, h) for c, (o, h) in zip(chunks, steps, strict=True)])
+
+    def _pooled(self, requests: Sequence[dict[str, Any]], timeout_s: float) -> list[npt.NDArray[np.float32]]:
+        """The requests in one message over a free pooled connection, each reply's chunk checked."""
         slot = self._pool.idle.get()
         try:
             connection = self._connection(slot, timeout_s)
@@ -290,7 +313,7 @@ class RemoteBackend:
                 raise
             if len(actions) != len(requests):
                 raise RemoteSaid(f"the remote answered {len(actions)} action chunks for {len(requests)} steps")
-            return np.stack([self._checked(a) for a in actions])
+            return [self._checked(a) for a in actions]
         except RemoteDown as exc:
             raise RemoteUnavailable(f"{self.where}: {exc}") from None
         except RemoteSaid as exc:
@@ -340,8 +363,10 @@ class RemoteBackend:
     # -- sessions --------------------------------------------------------------------------------
 
     def end_session(self, session_id: str) -> None:
-        """The inference server closed or evicted the session: a session-bound remote ends its
-        episode (vla-eval: EPISODE_END, then the connection closes); openpi and StarVLA hold nothing."""
+        """The inference server closed or evicted the session: what the `reply` steps remember of
+        it is freed, and a session-bound remote ends its episode (vla-eval: EPISODE_END, then the
+        connection closes); openpi and StarVLA hold nothing."""
+        self._reply.end_session(session_id)
         if self._episodes is not None:
             self._episodes.end(session_id)
 

@@ -16,8 +16,12 @@ entry, so the mapping is part of the identity record like every other setting:
 
 A key is a string, or a list of strings for a nested request (`["images", "cam_high"]`).
 `cameras` instead of `camera` collects several cameras into a list, in the order given, each
-preprocessed alike (StarVLA's examples: `{"key": "image", "cameras": ["agentview",
-"robot0_eye_in_hand"], "resize_with_pad": [224, 224]}`).
+preprocessed alike (StarVLA's LIBERO client: `{"key": "image", "cameras": ["agentview",
+"robot0_eye_in_hand"], "resize": {"size": [224, 224], "method": "pil_bilinear"}}`). A camera is
+resized with `resize` (the harnesses' methods, `client_steps.py`) or `resize_with_pad: [h, w]`
+(openpi's letterbox, the same as `resize` with method `letterbox`); a state vector can be
+normalized with sealed statistics (`normalize`) and reshaped (`shape: [1, -1]`, StarVLA's per-example
+state). Optional settings, like every other, are sealed, so they are in the digest.
 """
 
 from __future__ import annotations
@@ -25,12 +29,15 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from inference_server.backends.contract import History, Observation
+from inference_server.backends.remote import client_steps
+from inference_server.backends.remote.client_steps import Normalize, Resize
 
 # How a state part can be transformed on its way out; robosuite's quaternions are x, y, z, w.
 STATE_TRANSFORMS = ("identity", "axisangle")
@@ -39,6 +46,12 @@ STATE_DTYPES = ("float32", "float64")
 
 class MappingError(ValueError):
     """A request entry of the settings is malformed; the message names it."""
+
+
+# The options each kind of entry takes beyond its key and source; any other is refused, since a
+# misspelt one would be sealed into the digest and silently ignored.
+CAMERA_OPTIONS = ("resize", "resize_with_pad", "channels_first")
+STATE_OPTIONS = ("dtype", "normalize", "shape")
 
 
 @dataclass(frozen=True)
@@ -54,10 +67,12 @@ class Entry:
     key: tuple[str, ...]
     camera: str = ""
     cameras: tuple[str, ...] = ()
-    resize_with_pad: tuple[int, int] | None = None
+    resize: Resize | None = None
     channels_first: bool = False
     state: tuple[StatePart, ...] = ()
     state_dtype: str = "float64"
+    normalize: Normalize | None = None
+    shape: tuple[int, ...] | None = None
     instruction: bool = False
 
 
@@ -98,8 +113,55 @@ def _cameras(raw: object, where: str) -> tuple[str, ...]:
     return tuple(raw)
 
 
+def _options(raw: dict[str, Any], source: str, allowed: Sequence[str], where: str) -> None:
+    unknown = sorted(set(raw) - {"key", source, *allowed})
+    if unknown:
+        raise MappingError(
+            f"{where}.{unknown[0]} is not an option of a {source} entry (its options: {', '.join(allowed) or 'none'})"
+        )
+
+
+def _resize(raw: dict[str, Any], where: str) -> Resize | None:
+    if "resize" in raw and "resize_with_pad" in raw:
+        raise MappingError(f"{where} has both resize and resize_with_pad; resize_with_pad is resize's letterbox")
+    if "resize" in raw:
+        return client_steps.parse_resize(raw["resize"], f"{where}.resize")
+    if "resize_with_pad" in raw:
+        height, width = client_steps.parse_size(raw["resize_with_pad"], f"{where}.resize_with_pad")
+        return Resize(height, width, "letterbox")
+    return None
+
+
+def _camera_entry(raw: dict[str, Any], key: tuple[str, ...], where: str) -> Entry:
+    _options(raw, "camera" if "camera" in raw else "cameras", CAMERA_OPTIONS, where)
+    channels_first = raw.get("channels_first", False)
+    if not isinstance(channels_first, bool):
+        raise MappingError(f"{where}.channels_first must be true or false, not {channels_first!r}")
+    return Entry(
+        key=key,
+        camera=str(raw["camera"]) if "camera" in raw else "",
+        cameras=_cameras(raw["cameras"], where) if "cameras" in raw else (),
+        resize=_resize(raw, where),
+        channels_first=channels_first,
+    )
+
+
+def _state_entry(raw: dict[str, Any], key: tuple[str, ...], where: str) -> Entry:
+    _options(raw, "state", STATE_OPTIONS, where)
+    parts = raw["state"]
+    if not isinstance(parts, list) or not parts:
+        raise MappingError(f"{where}.state must be a non-empty list of state names")
+    dtype = raw.get("dtype", "float64")
+    if dtype not in STATE_DTYPES:
+        raise MappingError(f"{where}.dtype must be one of {', '.join(STATE_DTYPES)}, not {dtype!r}")
+    return Entry(
+        key=key, state=tuple(_state_part(p, f"{where}.state[{i}]") for i, p in enumerate(parts)), state_dtype=dtype
+    )
+
+
 def parse_entry(raw: object, where: str) -> Entry:
-    """One request entry of the settings, checked."""
+    """One request entry of the settings, checked by itself (`parse_request` checks it against the
+    contract, and reads a `normalize` entry's statistics)."""
     if not isinstance(raw, dict):
         raise MappingError(f"{where} must be an object, not {raw!r}")
     key = _key(raw.get("key"), where)
@@ -109,40 +171,37 @@ def parse_entry(raw: object, where: str) -> Entry:
             f"{where} needs exactly one of camera, cameras, state, instruction (has {sources or 'none'})"
         )
     if "camera" in raw or "cameras" in raw:
-        size = raw.get("resize_with_pad")
-        if size is not None and not (
-            isinstance(size, list) and len(size) == 2 and all(isinstance(v, int) and v > 0 for v in size)
-        ):
-            raise MappingError(f"{where}.resize_with_pad must be [height, width], not {size!r}")
-        return Entry(
-            key=key,
-            camera=str(raw["camera"]) if "camera" in raw else "",
-            cameras=_cameras(raw["cameras"], where) if "cameras" in raw else (),
-            resize_with_pad=(size[0], size[1]) if size else None,
-            channels_first=bool(raw.get("channels_first", False)),
-        )
+        return _camera_entry(raw, key, where)
     if "state" in raw:
-        parts = raw["state"]
-        if not isinstance(parts, list) or not parts:
-            raise MappingError(f"{where}.state must be a non-empty list of state names")
-        dtype = raw.get("dtype", "float64")
-        if dtype not in STATE_DTYPES:
-            raise MappingError(f"{where}.dtype must be one of {', '.join(STATE_DTYPES)}, not {dtype!r}")
-        return Entry(
-            key=key,
-            state=tuple(_state_part(p, f"{where}.state[{i}]") for i, p in enumerate(parts)),
-            state_dtype=dtype,
-        )
+        return _state_entry(raw, key, where)
+    _options(raw, "instruction", (), where)
     if raw["instruction"] is not True:
         raise MappingError(f"{where}.instruction must be true")
     return Entry(key=key, instruction=True)
 
 
-def parse_request(raw: object, cameras: Sequence[str], state: Mapping[str, int]) -> tuple[Entry, ...]:
-    """The `request` setting, checked against the declared cameras and state entries."""
+def _state_length(entry: Entry, state: Mapping[str, int]) -> int:
+    return sum(3 if p.transform == "axisangle" else state[p.name] for p in entry.state)
+
+
+def parse_request(
+    raw: object, cameras: Sequence[str], state: Mapping[str, int], files: Mapping[str, Path] | None = None
+) -> tuple[Entry, ...]:
+    """The `request` setting, checked against the declared cameras and state entries; `files` are
+    the checkpoint's sealed files by name (where a `normalize` entry's statistics must be)."""
+    try:
+        return _parse_request(raw, cameras, state, files or {})
+    except client_steps.StepError as exc:  # a malformed step of an entry (resize, normalize, shape)
+        raise MappingError(str(exc)) from None
+
+
+def _parse_request(
+    raw: object, cameras: Sequence[str], state: Mapping[str, int], files: Mapping[str, Path]
+) -> tuple[Entry, ...]:
     if not isinstance(raw, list) or not raw:
         raise MappingError("settings.request must be a non-empty list of entries")
     entries = tuple(parse_entry(item, f"settings.request[{i}]") for i, item in enumerate(raw))
+    checked = []
     for i, entry in enumerate(entries):
         where = f"settings.request[{i}]"
         if entry.camera and entry.camera not in cameras:
@@ -157,6 +216,8 @@ def parse_request(raw: object, cameras: Sequence[str], state: Mapping[str, int])
                 raise MappingError(f"{where}.state names {part.name!r}, which is not a declared state entry")
             if part.transform == "axisangle" and state[part.name] != 4:
                 raise MappingError(f"{where}.state {part.name!r} is not a quaternion (length {state[part.name]})")
+        checked.append(_with_state_steps(entry, raw[i], where, state, files) if entry.state else entry)
+    entries = tuple(checked)
     keys = [entry.key for entry in entries]
     for i, key in enumerate(keys):
         for other in keys[i + 1 :]:
@@ -166,11 +227,23 @@ def parse_request(raw: object, cameras: Sequence[str], state: Mapping[str, int])
     return entries
 
 
-def _image(entry: Entry, image: npt.NDArray[np.generic]) -> npt.NDArray[np.generic]:
-    from openpi_client import image_tools  # the remote extra; imported on first use
+def _with_state_steps(
+    entry: Entry, raw: dict[str, Any], where: str, state: Mapping[str, int], files: Mapping[str, Path]
+) -> Entry:
+    """A state entry with its `normalize` (statistics read now) and `shape`, checked against its length."""
+    length = _state_length(entry, state)
+    normalize = (
+        client_steps.parse_normalize(raw["normalize"], f"{where}.normalize", length, files)
+        if "normalize" in raw
+        else None
+    )
+    shape = client_steps.parse_shape(raw["shape"], f"{where}.shape", length) if "shape" in raw else None
+    return Entry(key=entry.key, state=entry.state, state_dtype=entry.state_dtype, normalize=normalize, shape=shape)
 
-    if entry.resize_with_pad is not None:
-        image = image_tools.resize_with_pad(np.asarray(image), *entry.resize_with_pad)
+
+def _image(entry: Entry, image: npt.NDArray[np.generic]) -> npt.NDArray[np.generic]:
+    if entry.resize is not None:
+        image = client_steps.resize(image, entry.resize)
     if entry.channels_first:
         image = np.transpose(image, (2, 0, 1))
     return np.ascontiguousarray(image)
@@ -178,7 +251,10 @@ def _image(entry: Entry, image: npt.NDArray[np.generic]) -> npt.NDArray[np.gener
 
 def _state(entry: Entry, state: Mapping[str, npt.NDArray[np.float64]]) -> npt.NDArray[np.floating[Any]]:
     parts = [quat_to_axisangle(state[p.name]) if p.transform == "axisangle" else state[p.name] for p in entry.state]
-    return np.concatenate(parts).astype(entry.state_dtype)
+    vector: npt.NDArray[np.floating[Any]] = np.concatenate(parts).astype(entry.state_dtype)
+    if entry.normalize is not None:
+        vector = client_steps.normalize(vector, entry.normalize)
+    return vector.reshape(entry.shape) if entry.shape is not None else vector
 
 
 def build_request(entries: Sequence[Entry], observation: Observation, history: History) -> dict[str, Any]:

@@ -12,11 +12,21 @@ envelope that carries a batch of examples, one per session's step:
         "data": {"actions": [B, T, D]}}
 
 A policy exception comes back as data (`"ok": false`, `error.message`) on a connection that stays
-open: RemoteRefused, so the pool keeps it. The metadata frame names `available_unnorm_keys` and
-`default_unnorm_key`; an `unnorm_key` setting the server does not have is refused at connect, so
-at load. Settings of this dialect: `examples_per_request` (how many sessions' steps one message
-carries, default 8), `unnorm_key`, `predict_kwargs` (extra payload keys such as StarVLA's LIBERO
-client's `use_ddim`, `num_ddim_steps`, `do_sample`).
+open: RemoteRefused, so the pool keeps it.
+
+The metadata frame (`policy_wrapper.py:139-159` in StarVLA) is checked at connect, so at load,
+against what the settings can know: an `unnorm_key` the server does not have, or none when it has
+several and no default; a `chunk_length` other than its `action_chunk_size` (StarVLA's clients run
+the whole chunk, so a shorter one would replan more often than they do) unless
+`chunk_length_differs` says why; more `action_keys` than `action_dim` (a key is at least one
+dimension: LIBERO's are one each, RoboTwin's are groups, and the handshake does not say which);
+and, when the settings name them, `expected_action_keys` / `expected_state_keys` equal to the
+server's (which it declares only for a checkpoint with a default key).
+
+Settings of this dialect: `examples_per_request` (how many sessions' steps one message carries,
+default 8), `unnorm_key`, `predict_kwargs` (extra payload keys such as StarVLA's LIBERO client's
+`use_ddim`, `num_ddim_steps`, `do_sample`), `chunk_length_differs`, `expected_action_keys`,
+`expected_state_keys`.
 """
 
 from __future__ import annotations
@@ -70,7 +80,57 @@ def _error_message(reply: Mapping[str, Any]) -> str:
 
 
 @dataclass(frozen=True)
+class HandshakeChecks:
+    """What the settings say the metadata frame must agree with."""
+
+    chunk_length: int
+    action_dim: int
+    chunk_length_differs: str = ""
+    expected_action_keys: tuple[str, ...] = ()
+    expected_state_keys: tuple[str, ...] = ()
+
+    def check(self, metadata: Mapping[str, Any]) -> None:
+        self._chunk(metadata.get("action_chunk_size"))
+        actions, states = metadata.get("action_keys"), metadata.get("state_keys")
+        if isinstance(actions, list) and len(actions) > self.action_dim:
+            raise RemoteSaid(
+                f"the server declares {len(actions)} action_keys {actions} for settings.action_dim "
+                f"{self.action_dim}: each key is at least one dimension"
+            )
+        self._keys("action_keys", actions, self.expected_action_keys)
+        self._keys("state_keys", states, self.expected_state_keys)
+
+    def _chunk(self, size: object) -> None:
+        if not isinstance(size, int) or isinstance(size, bool):
+            return
+        if size != self.chunk_length and not self.chunk_length_differs:
+            raise RemoteSaid(
+                f"settings.chunk_length {self.chunk_length} is not the server's action_chunk_size {size}, "
+                f"whose whole chunk StarVLA's clients run: set chunk_length: {size}, or say why in "
+                "settings.chunk_length_differs"
+            )
+        if size == self.chunk_length and self.chunk_length_differs:
+            raise RemoteSaid(
+                f"settings.chunk_length_differs says why chunk_length differs from the server's "
+                f"action_chunk_size, but both are {size}"
+            )
+
+    @staticmethod
+    def _keys(name: str, declared: object, expected: tuple[str, ...]) -> None:
+        if not expected:
+            return
+        if not isinstance(declared, list):
+            raise RemoteSaid(
+                f"settings.expected_{name} is set but the server declares no {name} "
+                "(StarVLA declares them only for a checkpoint with a default_unnorm_key)"
+            )
+        if tuple(declared) != expected:
+            raise RemoteSaid(f"settings.expected_{name} {list(expected)} are not the server's {name} {declared}")
+
+
+@dataclass(frozen=True)
 class StarvlaDialect:
+    checks: HandshakeChecks
     requests_per_message: int = 8
     unnorm_key: str = ""
     predict_kwargs: dict[str, Any] = field(default_factory=dict)
@@ -87,7 +147,8 @@ class StarvlaDialect:
         return StarvlaConnection(connection, handshake, payload)
 
     def _check(self, metadata: Mapping[str, Any]) -> None:
-        """The unnorm key against the metadata frame's, when it names them."""
+        """The settings against the metadata frame, where it says something they can be checked against."""
+        self.checks.check(metadata)
         available = metadata.get("available_unnorm_keys")
         if not isinstance(available, list):
             return
@@ -103,7 +164,32 @@ class StarvlaDialect:
 
 
 # The settings this dialect reads beyond the remote backend's common ones.
-SETTINGS: frozenset[str] = frozenset({"examples_per_request", "unnorm_key", "predict_kwargs"})
+SETTINGS: frozenset[str] = frozenset(
+    {"examples_per_request", "unnorm_key", "predict_kwargs"}
+    | {"chunk_length_differs", "expected_action_keys", "expected_state_keys"}
+)
+
+
+def _names(settings: Mapping[str, Any], name: str) -> tuple[str, ...]:
+    value = settings.get(name, [])
+    if not isinstance(value, list) or not all(isinstance(key, str) and key for key in value):
+        raise ValueError(f"settings.{name} must be a list of key names, not {value!r}")
+    return tuple(value)
+
+
+def handshake_checks(settings: Mapping[str, Any]) -> HandshakeChecks:
+    """What the metadata frame is checked against (`chunk_length` and `action_dim` are the
+    contract's, already read)."""
+    differs = settings.get("chunk_length_differs", "")
+    if not isinstance(differs, str) or ("chunk_length_differs" in settings and not differs.strip()):
+        raise ValueError(f"settings.chunk_length_differs must be a non-empty text saying why, not {differs!r}")
+    return HandshakeChecks(
+        chunk_length=int(settings["chunk_length"]),
+        action_dim=int(settings["action_dim"]),
+        chunk_length_differs=differs,
+        expected_action_keys=_names(settings, "expected_action_keys"),
+        expected_state_keys=_names(settings, "expected_state_keys"),
+    )
 
 
 def from_settings(settings: Mapping[str, Any]) -> StarvlaDialect:
@@ -128,4 +214,4 @@ def from_settings(settings: Mapping[str, Any]) -> StarvlaDialect:
     reserved = sorted(set(kwargs) & set(RESERVED_KWARGS))
     if reserved:
         raise ValueError(f"settings.predict_kwargs must not set {', '.join(reserved)} (the dialect writes it)")
-    return StarvlaDialect(per_request, unnorm_key, dict(kwargs))
+    return StarvlaDialect(handshake_checks(settings), per_request, unnorm_key, dict(kwargs))
