@@ -1,13 +1,13 @@
 """The LIBERO adapter: rebuilds a trial from its manifest entry and steps it with 7-dim actions.
 
 An episode runs the standard protocol: ``reset()`` (its RNG draws confined to a fixed seed), the
-entry's fixture poses written, ``set_init_state(entry.init_state)``, ``num_steps_wait`` steps of
-``[0,0,0,0,0,0,-1]``, then policy steps (delta EEF pose + gripper) until ``check_success()`` or
-``max_steps``. Creating an environment costs several seconds, so the adapter keeps finished ones
-per task and camera size. ``reset()`` is LIBERO's hard reset, which rebuilds the scene from the
-bddl, so an environment carries nothing from one trial into the next; by default its most costly
-part, compiling the scene's XML into a new MjSim, is skipped when the XML repeats
-(``benchmarks.libero.reset``), with the same simulator state, bit for bit.
+entry's fixture poses and solver warm start written, ``set_init_state(entry.init_state)``,
+``num_steps_wait`` steps of ``[0,0,0,0,0,0,-1]``, then policy steps (delta EEF pose + gripper)
+until ``check_success()`` or ``max_steps``. Creating an environment costs several seconds, so the
+adapter keeps finished ones per task and camera size. ``reset()`` is LIBERO's hard reset, which
+rebuilds the scene from the bddl, so an environment carries nothing from one trial into the next;
+by default its most costly part, compiling the scene's XML into a new MjSim, is skipped when the
+XML repeats (``benchmarks.libero.reset``), with the same simulator state, bit for bit.
 
 Cameras render on demand (``benchmarks.libero.cameras``): only the cameras given at
 ``open_episode``, and only for an observation that is handed out (after ``step``, after the last
@@ -54,6 +54,7 @@ from benchmarks.libero.sim import (
     make_env,
     observe,
     write_fixture_poses,
+    write_warmstart,
 )
 from manifests.format import Manifest
 
@@ -160,6 +161,7 @@ class LiberoEpisode(Episode):
             else:
                 self.scene_reused = self._scene.reset()
         write_fixture_poses(env, spec.fixture_poses, f"{spec.where}.fixture_poses")
+        write_warmstart(env, spec.qacc_warmstart, f"{spec.where}.qacc_warmstart")
         expected = spec.initial_observation_digest
         gate.render_every_sample(CAMERAS if expected is not None else self.cameras)
         raw = env.set_init_state(spec.init_state)

@@ -1,9 +1,10 @@
 """The LIBERO scan: one manifest per task, replaying the standard evaluators' trial stream.
 
 openvla and openpi call ``env.seed(S)`` once per task and then ``reset()`` +
-``set_init_state(init_states[i])`` for trials i = 0, 1, ...; each reset draws fixture poses from
-the RNG stream the earlier resets advanced. The scan runs that same stream once and records what
-each trial got, so any trial can later be rebuilt on its own, in any order, on any worker.
+``set_init_state(init_states[i])`` for trials i = 0, 1, ...; each reset draws fixture poses and
+object placements from the RNG stream the earlier resets advanced. The scan runs that same stream
+once and records what each trial got (its fixture poses, and the solver warm start its placements
+left), so any trial can later be rebuilt on its own, in any order, on any worker.
 Tasks are independent, so they are scanned in parallel processes.
 """
 
@@ -33,6 +34,7 @@ from benchmarks.libero.sim import (
     make_env,
     observe,
     read_fixture_poses,
+    read_warmstart,
 )
 from manifests.format import Manifest, build, parse
 
@@ -146,6 +148,7 @@ def build_task_manifest(job: TaskBuild) -> bytes:
                     "init_state_index": trial,
                     "init_state": states[trial].tolist(),
                     "fixture_poses": read_fixture_poses(env),
+                    "qacc_warmstart": read_warmstart(env),
                 }
                 raw = env.set_init_state(states[trial])
                 if job.observation_digest:

@@ -3,7 +3,8 @@
 Manifest-level: ``setting`` is the suite, ``task`` the task name; ``protocol`` holds the task id and
 the evaluation constants; ``source`` the bddl and init files with their sha256; ``versions`` the
 pinned simulator stack. Each entry holds the trial index, instruction, init state vector, fixture
-poses and optionally the digest of the observation right after ``set_init_state``.
+poses, the solver warm start its reset left (``qacc_warmstart``; absent in older manifests) and
+optionally the digest of the observation right after ``set_init_state``.
 
 Every check here runs before a simulator is created, so a wrong manifest costs nothing.
 """
@@ -92,6 +93,8 @@ class EpisodeSpec:
     instruction: str
     init_state: npt.NDArray[np.float64]
     fixture_poses: FixturePoses
+    # The solver warm start reset() left in the trial stream (None: a manifest built without it).
+    qacc_warmstart: npt.NDArray[np.float64] | None
     initial_observation_digest: str | None
 
 
@@ -130,6 +133,11 @@ def episode_spec(manifest: Manifest, index: int) -> EpisodeSpec:
         instruction=instruction,
         init_state=init_state,
         fixture_poses=_fixture_poses(entry.get("fixture_poses"), f"{where}.fixture_poses"),
+        qacc_warmstart=(
+            None
+            if entry.get("qacc_warmstart") is None
+            else _float_array(entry["qacc_warmstart"], f"{where}.qacc_warmstart")
+        ),
         initial_observation_digest=digest,
     )
 

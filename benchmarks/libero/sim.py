@@ -6,6 +6,14 @@ free joint) by writing ``model.body_pos/body_quat`` from numpy's *global* RNG, a
 depends on every reset before it. The manifest records each trial's fixture poses; a replay writes
 them between ``reset()`` and ``set_init_state`` (exactly that order: a later write plus a forced
 observation update would shift robosuite's camera sampling timer and change the images).
+
+Why the warm start: ``reset()`` also places every movable object from that RNG and runs
+``forward()`` there, and MuJoCo's constraint solver starts each ``forward()`` and step from
+``data.qacc_warmstart``, the previous solution, which ``set_init_state`` does not restore. Its
+``forward()`` therefore converges from the reset's placements to a ``qacc`` that differs by ~1e-13
+from one trial's stream position to another's, and the trajectory by ~1e-15 after the wait steps.
+The manifest records the warm start ``reset()`` left; a replay writes it just before
+``set_init_state``, so the reset's draws no longer matter to anything after it.
 """
 
 from __future__ import annotations
@@ -79,6 +87,22 @@ def write_fixture_poses(env: Any, poses: FixturePoses, field: str) -> None:
         body = model.body_name2id(fixtures[name].root_body)
         model.body_pos[body] = pose["pos"]
         model.body_quat[body] = pose["quat"]
+
+
+def read_warmstart(env: Any) -> list[float]:
+    return [float(x) for x in env.sim.data.qacc_warmstart]
+
+
+def write_warmstart(env: Any, warmstart: npt.NDArray[np.float64] | None, field: str) -> None:
+    """Sets the solver's warm start to the recorded one (None: an older manifest, keep what reset() left)."""
+    if warmstart is None:
+        return
+    data = env.sim.data
+    if warmstart.shape != data.qacc_warmstart.shape:
+        raise BenchmarkError(
+            f"holds {warmstart.shape[0]} numbers, the scene has {data.qacc_warmstart.shape[0]} dofs", field=field
+        )
+    data.qacc_warmstart[:] = warmstart
 
 
 def to_observation(raw: dict[str, Any], cameras: Collection[str] = CAMERAS) -> Observation:

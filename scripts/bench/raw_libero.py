@@ -13,16 +13,18 @@ import numpy as np
 
 from benchmarks.base import TraceDigest
 from benchmarks.libero.manifest import WAIT_ACTION, EpisodeSpec
-from benchmarks.libero.sim import add_scene, add_state, global_numpy_rng, write_fixture_poses
+from benchmarks.libero.sim import add_scene, add_state, global_numpy_rng, write_fixture_poses, write_warmstart
 
 
 def reset_trial(env: Any, spec: EpisodeSpec, trace: TraceDigest | None = None) -> dict[str, Any]:
-    """A trial as harnesses reset it (LIBERO's hard reset, the manifest's fixture poses and initial
-    state, the wait steps); returns the last raw observation. With ``trace``, adds to it what the
-    adapter's trace digest holds up to the first policy step (the scene, then every state)."""
+    """A trial as harnesses reset it (LIBERO's hard reset, the manifest's fixture poses, the solver
+    warm start the trial's reset left in the harness's stream, the initial state, the wait steps);
+    returns the last raw observation. With ``trace``, adds to it what the adapter's trace digest
+    holds up to the first policy step (the scene, then every state)."""
     with global_numpy_rng(spec.protocol.seed):
         env.reset()
     write_fixture_poses(env, spec.fixture_poses, "fixture_poses")
+    write_warmstart(env, spec.qacc_warmstart, "qacc_warmstart")
     raw: dict[str, Any] = env.set_init_state(spec.init_state)
     if trace is not None:
         add_scene(trace, env)
