@@ -134,3 +134,18 @@ def test_cli_builds_and_imports_benchmark_manifests(tmp_path):
     )
     assert run.returncode == 0, run.stderr
     assert len(list((tmp_path / "subset").glob("*.json"))) == len(run.stdout.splitlines()) > 0
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--suite", "libero_100"], "scheduler: --suite: unknown LIBERO suite 'libero_100'; known: libero_spatial, "),
+    ],
+)
+def test_cli_refuses_a_bad_libero_option_in_one_line_and_writes_nothing(tmp_path, argv, message):
+    """Checked before LIBERO is loaded: no simulator is needed to be told an option is wrong."""
+    out = tmp_path / "manifests"
+    run = cli("manifest", "build", "libero", "--out", str(out), *argv)
+    assert run.returncode == 2
+    assert run.stderr.startswith(message) and len(run.stderr.strip().splitlines()) == 1, run.stderr
+    assert not out.exists()
