@@ -1,4 +1,4 @@
-"""Manifest format: canonical bytes, content address, validation, partition, synthetic builder."""
+"""Manifest format: canonical bytes, content address, validation, partition, synthetic builder, presets."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ import json
 import pytest
 from procs import cli
 
+from benchmarks.base import BenchmarkError
+from benchmarks.libero.protocols import EPISODE_SEED, PRESETS, resolve
 from benchmarks.synthetic.manifest import build_synthetic
 from manifests import format as mf
 from manifests.partition import minibatches
@@ -117,3 +119,38 @@ def test_cli_build_verify_show(tmp_path):
     assert run.returncode == 0, run.stderr
     run = cli("manifest", "verify", "--expect", "0" * 64, str(out))
     assert run.returncode == 2 and "expected " + "0" * 64 in run.stderr
+
+
+def test_a_preset_overrides_only_what_differs_and_names_each_override():
+    chosen = resolve("openpi", "libero_goal", seed=None, trials=10, max_steps=0, wait_steps=10, camera_size=64)
+    assert (chosen.seed, chosen.trials, chosen.max_steps, chosen.wait_steps, chosen.camera_size) == (7, 10, 300, 10, 64)
+    assert chosen.overridden == {"trials": 10, "camera_size": 64}
+    assert chosen.label == "openpi+trials=10+camera-size=64"
+    record = chosen.record()
+    assert record is not None and record["constants"]["trials"] == 50 and record["overridden"] == chosen.overridden
+    lerobot = resolve(
+        "lerobot", "libero_spatial", seed=None, trials=None, max_steps=None, wait_steps=None, camera_size=None
+    )
+    assert (lerobot.seed, lerobot.trials, lerobot.max_steps, lerobot.camera_size) == (1000, 10, 280, 256)
+    assert lerobot.preset.trial_stream == EPISODE_SEED and lerobot.label == "lerobot"
+    assert (
+        resolve(
+            "lerobot-0.6", "libero_10", seed=None, trials=None, max_steps=None, wait_steps=None, camera_size=None
+        ).camera_size
+        == 360
+    )
+    evalfleet = resolve("evalfleet", "libero_spatial", seed=0, trials=3, max_steps=5, wait_steps=2, camera_size=64)
+    assert evalfleet.record() is None, "evalfleet manifests carry no preset record (their bytes predate presets)"
+    with pytest.raises(BenchmarkError) as refused:
+        resolve("openpi-0.5", "libero_goal", seed=None, trials=None, max_steps=None, wait_steps=None, camera_size=None)
+    assert refused.value.field == "--protocol" and "known: evalfleet, openpi, oft, lerobot, lerobot-0.6" in str(
+        refused.value
+    )
+
+
+@pytest.mark.parametrize("name", sorted(PRESETS))
+def test_every_constant_of_a_preset_has_a_source(name):
+    preset = PRESETS[name]
+    assert set(preset.sources) == set(preset.constants("libero_spatial")), "each constant names where it comes from"
+    assert all(preset.sources.values())
+    assert set(preset.max_steps) == {"libero_spatial", "libero_object", "libero_goal", "libero_10", "libero_90"}
