@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from benchmarks import manifest_builder, names_with_builder
 from benchmarks.synthetic.manifest import build_synthetic
 from manifests import format as manifest_format
+from manifests.presets import describe as describe_preset
 from scheduler.cli.common import EXIT_BAD_INPUT, UsageError, print_json
 
 if TYPE_CHECKING:
@@ -148,6 +149,8 @@ def cmd_manifest_show(args: argparse.Namespace) -> int:
     print(f"task       {manifest.task}")
     print(f"setting    {manifest.setting}")
     print(f"episodes   {len(manifest)}")
+    for line in describe_preset(manifest.data["protocol"], manifest.data["versions"]):
+        print(line)
     for key in ("protocol", "versions", "source"):
         if manifest.data[key]:
             print(f"{key:<10} {json.dumps(manifest.data[key], sort_keys=True)}")

@@ -21,12 +21,13 @@ from typing import Any
 
 import numpy as np
 import pytest
+from procs import cli
 
 from benchmarks.base import observation_digest
 from benchmarks.libero.protocols import resolve
-from benchmarks.libero.runtime import import_libero, resolve_task
+from benchmarks.libero.runtime import import_libero, installed_versions, resolve_task
 from benchmarks.libero.sim import observe, read_fixture_poses
-from manifests.format import Manifest
+from manifests.format import Manifest, write
 
 if importlib.util.find_spec("libero") is None and os.environ.get("EVALFLEET_REQUIRE_LIBERO") != "1":
     pytest.skip("LIBERO is not installed (scripts/install_libero.sh)", allow_module_level=True)
@@ -85,7 +86,7 @@ def _adapter_rebuilds_every_entry(manifest: Manifest) -> None:
 
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize(("preset", "seed", "trials"), [("openpi", 7, 3), ("oft", 0, 2)])
-def test_a_task_stream_presets_trials_are_the_harness_trials(preset: str, seed: int, trials: int) -> None:
+def test_a_task_stream_presets_trials_are_the_harness_trials(tmp_path, preset: str, seed: int, trials: int) -> None:
     manifest = _build("--protocol", preset, "--trials", str(trials), "--observation-digest")
     protocol = manifest.data["protocol"]
     chosen = resolve(preset, SUITE, seed=None, trials=trials, max_steps=None, wait_steps=None, camera_size=None)
@@ -104,6 +105,16 @@ def test_a_task_stream_presets_trials_are_the_harness_trials(preset: str, seed: 
     _harness_matches(manifest, observed)
     assert len({json.dumps(poses) for poses, _ in observed}) == trials, "each reset drew other fixture poses"
     _adapter_rebuilds_every_entry(manifest)
+
+    shown = cli("manifest", "show", str(write(manifest, tmp_path)))
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    label = f"{preset}+trials={trials}"
+    assert any(line.startswith(f"preset     {label}: ") for line in lines)
+    assert any(line.split()[:2] == ["seed", str(seed)] for line in lines)
+    assert any(line.split()[:4] == ["trials", "50", "->", str(trials)] for line in lines)
+    assert "           built under another stack than the harness's:" in lines
+    assert any(line.split()[:1] == ["mujoco:"] and f"{installed_versions()['mujoco']} here" in line for line in lines)
 
 
 def _lerobot_trials(seed: int, camera_size: int, trials: int) -> list[tuple[dict[str, Any], str]]:
