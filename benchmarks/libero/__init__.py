@@ -1,2 +1,2 @@
 """LIBERO: the adapter (`adapter`), its simulator glue (`runtime`, `sim`) and manifest builder
-(`manifest`, `build`)."""
+(`manifest`, `build`, with the harnesses' protocol presets in `protocols`)."""

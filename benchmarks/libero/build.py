@@ -1,11 +1,12 @@
-"""The LIBERO scan: one manifest per task, replaying the standard evaluators' trial stream.
+"""The LIBERO scan: one manifest per task, replaying a harness's trial stream.
 
 openvla and openpi call ``env.seed(S)`` once per task and then ``reset()`` +
 ``set_init_state(init_states[i])`` for trials i = 0, 1, ...; each reset draws fixture poses and
-object placements from the RNG stream the earlier resets advanced. The scan runs that same stream
-once and records what each trial got (its fixture poses, and the solver warm start its placements
-left), so any trial can later be rebuilt on its own, in any order, on any worker.
-Tasks are independent, so they are scanned in parallel processes.
+object placements from the RNG stream the earlier resets advanced. lerobot-eval seeds every reset
+itself, trial i under ``S + i``. The scan runs the preset's stream (``--protocol``,
+``benchmarks.libero.protocols``) once and records what each trial got (its fixture poses, and the
+solver warm start its placements left), so any trial can later be rebuilt on its own, in any order,
+on any worker. Tasks are independent, so they are scanned in parallel processes.
 """
 
 from __future__ import annotations
@@ -16,9 +17,11 @@ import os
 import platform
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 from benchmarks.base import BenchmarkError, observation_digest
 from benchmarks.libero.manifest import BENCHMARK, Protocol
+from benchmarks.libero.protocols import EPISODE_SEED, PRESETS, TASK_STREAM, Resolved, resolve
 from benchmarks.libero.runtime import (
     SUITE_MAX_STEPS,
     check_suite,
@@ -53,15 +56,22 @@ class TaskBuild:
 
 
 def add_build_arguments(parser: argparse.ArgumentParser) -> None:
-    """Adds the `manifest build libero` options (the caller adds --out)."""
+    """Adds the `manifest build libero` options (the caller adds --out).
+
+    The protocol options default to None, the preset's value; given, they override it."""
     parser.add_argument("--suite", required=True, help=f"one of {', '.join(SUITE_MAX_STEPS)}")
     parser.add_argument("--tasks", default="all", help="task ids in suite order: 'all', '0-9', '0,3,5-7'")
-    parser.add_argument("--trials", type=int, default=50, help="trials per task, from init state 0 on")
-    parser.add_argument("--seed", type=int, default=7, help="env.seed() once per task (openpi: 7, openvla: 0)")
+    parser.add_argument(
+        "--protocol",
+        default="evalfleet",
+        help=f"the harness whose trials to build: {', '.join(PRESETS)} (docs/benchmarks.md, Protocol presets)",
+    )
+    parser.add_argument("--trials", type=int, help="trials per task, from init state 0 on (preset: 50, lerobot 10)")
+    parser.add_argument("--seed", type=int, help="the reset RNG's seed (preset: openpi 7, oft 0, lerobot 1000)")
     parser.add_argument("--jobs", type=int, default=0, help="parallel task scans (0: one per core)")
-    parser.add_argument("--camera-size", type=int, default=256, help="camera height and width in pixels")
-    parser.add_argument("--max-steps", type=int, default=0, help="policy step limit (0: the suite's standard)")
-    parser.add_argument("--wait-steps", type=int, default=10, help="settle steps before the policy acts")
+    parser.add_argument("--camera-size", type=int, help="camera height and width in pixels (preset: 256)")
+    parser.add_argument("--max-steps", type=int, help="policy step limit (0: the preset's for the suite)")
+    parser.add_argument("--wait-steps", type=int, help="settle steps before the policy acts (preset: 10)")
     parser.add_argument(
         "--observation-digest",
         action="store_true",
@@ -72,32 +82,44 @@ def add_build_arguments(parser: argparse.ArgumentParser) -> None:
 def build_manifests(args: argparse.Namespace) -> list[Manifest]:
     """Scans the selected tasks (in parallel) and returns their manifests in task order."""
     check_suite(args.suite, "--suite")
-    task_ids = parse_task_ids(args.tasks, suite_size(args.suite, "--suite"))
     for name in ("trials", "camera_size"):
-        if getattr(args, name) < 1:
+        if getattr(args, name) is not None and getattr(args, name) < 1:
             raise BenchmarkError(f"must be >= 1, got {getattr(args, name)}", field=f"--{name.replace('_', '-')}")
     for name in ("seed", "jobs", "max_steps", "wait_steps"):
-        if getattr(args, name) < 0:
+        if getattr(args, name) is not None and getattr(args, name) < 0:
             raise BenchmarkError(f"must be >= 0, got {getattr(args, name)}", field=f"--{name.replace('_', '-')}")
-    if args.seed >= 2**32:
-        raise BenchmarkError(f"must be below 2**32 (numpy's seed range), got {args.seed}", field="--seed")
+    chosen = resolve(
+        args.protocol,
+        args.suite,
+        seed=args.seed,
+        trials=args.trials,
+        max_steps=args.max_steps,
+        wait_steps=args.wait_steps,
+        camera_size=args.camera_size,
+    )
+    _check_seed_range(chosen)
+    task_ids = parse_task_ids(args.tasks, suite_size(args.suite, "--suite"))
     for task_id in task_ids:
         task = resolve_task(args.suite, task_id, "--tasks")
         available = len(read_init_states(task.init_path)[1])
-        if args.trials > available:
-            raise BenchmarkError(f"{task.name} has {available} init states, asked for {args.trials}", field="--trials")
+        if chosen.trials > available:
+            raise BenchmarkError(
+                f"{task.name} has {available} init states, asked for {chosen.trials}", field="--trials"
+            )
     builds = [
         TaskBuild(
             suite=args.suite,
             task_id=task_id,
-            trials=args.trials,
+            trials=chosen.trials,
             protocol=Protocol(
                 task_id=task_id,
-                seed=args.seed,
-                num_steps_wait=args.wait_steps,
-                max_steps=args.max_steps or SUITE_MAX_STEPS[args.suite],
-                camera_height=args.camera_size,
-                camera_width=args.camera_size,
+                seed=chosen.seed,
+                num_steps_wait=chosen.wait_steps,
+                max_steps=chosen.max_steps,
+                camera_height=chosen.camera_size,
+                camera_width=chosen.camera_size,
+                trial_stream=chosen.preset.trial_stream,
+                preset=chosen.record(),
             ),
             observation_digest=args.observation_digest,
         )
@@ -112,6 +134,14 @@ def build_manifests(args: argparse.Namespace) -> list[Manifest]:
         with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
             bodies = list(pool.map(build_task_manifest, builds))
     return [parse(body) for body in bodies]
+
+
+def _check_seed_range(chosen: Resolved) -> None:
+    """numpy seeds lie in [0, 2**32); a per-episode stream uses seed .. seed + trials - 1."""
+    last = chosen.seed + (chosen.trials - 1 if chosen.preset.trial_stream == EPISODE_SEED else 0)
+    if last >= 2**32:
+        uses = f"; the {chosen.preset.name} stream seeds up to {last}" if last != chosen.seed else ""
+        raise BenchmarkError(f"must be below 2**32 (numpy's seed range), got {chosen.seed}{uses}", field="--seed")
 
 
 def parse_task_ids(spec: str, count: int) -> list[int]:
@@ -137,23 +167,33 @@ def build_task_manifest(job: TaskBuild) -> bytes:
     protocol = job.protocol
     env = make_env(task, protocol.camera_height, protocol.camera_width)
     try:
-        episodes = []
-        with global_numpy_rng(protocol.seed):
+
+        def scan(trial: int) -> dict[str, Any]:
+            env.reset()
+            entry = {
+                "episode_id": f"{job.suite}-{job.task_id:02d}-{trial:03d}",
+                "trial": trial,
+                "instruction": task.language,
+                "init_state_index": trial,
+                "init_state": states[trial].tolist(),
+                "fixture_poses": read_fixture_poses(env),
+                "qacc_warmstart": read_warmstart(env),
+            }
+            raw = env.set_init_state(states[trial])
+            if job.observation_digest:
+                entry["initial_observation_digest"] = observation_digest(observe(env, raw))
+            return entry
+
+        if protocol.trial_stream == TASK_STREAM:
+            # env.seed(S) once per task (openpi main.py:195, OFT libero_utils.py:24).
+            with global_numpy_rng(protocol.seed):
+                episodes = [scan(trial) for trial in range(job.trials)]
+        else:
+            # env.seed(S + k) right before episode k's reset (lerobot envs/libero.py:298-299).
+            episodes = []
             for trial in range(job.trials):
-                env.reset()
-                entry = {
-                    "episode_id": f"{job.suite}-{job.task_id:02d}-{trial:03d}",
-                    "trial": trial,
-                    "instruction": task.language,
-                    "init_state_index": trial,
-                    "init_state": states[trial].tolist(),
-                    "fixture_poses": read_fixture_poses(env),
-                    "qacc_warmstart": read_warmstart(env),
-                }
-                raw = env.set_init_state(states[trial])
-                if job.observation_digest:
-                    entry["initial_observation_digest"] = observation_digest(observe(env, raw))
-                episodes.append(entry)
+                with global_numpy_rng(protocol.seed + trial):
+                    episodes.append(scan(trial))
         versions = {**installed_versions(), "python": platform.python_version()}
         if job.observation_digest:
             versions.update(mujoco_gl=os.environ["MUJOCO_GL"], gl_renderer=gl_renderer(env))

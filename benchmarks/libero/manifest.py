@@ -1,10 +1,18 @@
 """The LIBERO manifest schema: what a manifest fixes, and checking it against the installed LIBERO.
 
-Manifest-level: ``setting`` is the suite, ``task`` the task name; ``protocol`` holds the task id and
-the evaluation constants; ``source`` the bddl and init files with their sha256; ``versions`` the
-pinned simulator stack. Each entry holds the trial index, instruction, init state vector, fixture
-poses, the solver warm start its reset left (``qacc_warmstart``; absent in older manifests) and
-optionally the digest of the observation right after ``set_init_state``.
+Manifest-level: ``setting`` is the suite, ``task`` the task name; ``protocol`` holds the task id,
+the evaluation constants and, when built from a harness's preset, ``preset`` (its name, label,
+constants with their sources, overrides and the harness's simulator stack:
+``benchmarks.libero.protocols``); ``source`` the bddl and init files with their sha256;
+``versions`` the pinned simulator stack it was built under. Each entry holds the trial index,
+instruction, init state vector, fixture poses, the solver warm start its reset left
+(``qacc_warmstart``; absent in older manifests) and optionally the digest of the observation right
+after ``set_init_state``.
+
+An entry is rebuilt the same way whatever trial stream scanned it (one seed per task, or one per
+episode): the fixture poses and the solver warm start are the only things the reset's RNG decides
+that ``set_init_state`` does not restore, and the entry records them, so the adapter needs nothing
+of the preset.
 
 Every check here runs before a simulator is created, so a wrong manifest costs nothing.
 """
@@ -21,6 +29,7 @@ import numpy as np
 import numpy.typing as npt
 
 from benchmarks.base import BenchmarkError, episode_entry
+from benchmarks.libero.protocols import TASK_STREAM, TRIAL_STREAMS
 from benchmarks.libero.runtime import (
     PINNED_DISTRIBUTIONS,
     TaskFiles,
@@ -40,7 +49,11 @@ _DIGEST_RE = re.compile(r"^[0-9a-f]{64}$")
 
 @dataclass(frozen=True)
 class Protocol:
-    """The evaluation constants of one manifest (openvla / openpi defaults unless built otherwise)."""
+    """The evaluation constants of one manifest (a preset's, or the options' where they override it).
+
+    ``trial_stream`` is how the scan seeded each trial's reset (``benchmarks.libero.protocols``);
+    ``preset`` the record of the preset built from, None for ``evalfleet`` (manifests without one).
+    """
 
     task_id: int
     seed: int
@@ -48,13 +61,15 @@ class Protocol:
     max_steps: int
     camera_height: int
     camera_width: int
+    trial_stream: str = TASK_STREAM
+    preset: Mapping[str, Any] | None = None
 
     def record(self) -> dict[str, Any]:
-        return {
+        record: dict[str, Any] = {
             "task_id": self.task_id,
             "task_order_index": 0,
             "seed": self.seed,
-            "trial_stream": "env.seed(seed) once per task, then reset() per trial; fixture poses recorded",
+            "trial_stream": TRIAL_STREAMS[self.trial_stream],
             "num_steps_wait": self.num_steps_wait,
             "wait_action": list(WAIT_ACTION),
             "max_steps": self.max_steps,
@@ -68,10 +83,13 @@ class Protocol:
             "image_transform": "rot180",
             "success": "check_success",
         }
+        if self.preset is not None:
+            record["preset"] = dict(self.preset)
+        return record
 
     @classmethod
     def parse(cls, record: Mapping[str, Any]) -> Protocol:
-        values = {name: _int(record, name, "protocol") for name in cls.__dataclass_fields__}
+        values = {name: _int(record, name, "protocol") for name in _PROTOCOL_INTS}
         for name in ("max_steps", "camera_height", "camera_width"):
             if values[name] < 1:
                 raise BenchmarkError(f"must be >= 1, got {values[name]}", field=f"protocol.{name}")
@@ -79,7 +97,18 @@ class Protocol:
             raise BenchmarkError(f"must be {list(WAIT_ACTION)}", field="protocol.wait_action")
         if record.get("cameras") != list(CAMERAS):
             raise BenchmarkError(f"must be {list(CAMERAS)}", field="protocol.cameras")
-        return cls(**values)
+        streams = {words: kind for kind, words in TRIAL_STREAMS.items()}
+        words = record.get("trial_stream")
+        stream = streams.get(words) if isinstance(words, str) else None
+        if stream is None:
+            raise BenchmarkError(f"must be one of {sorted(streams)}", field="protocol.trial_stream")
+        preset = record.get("preset")
+        if preset is not None and not isinstance(preset, dict):
+            raise BenchmarkError("must be an object (the preset record)", field="protocol.preset")
+        return cls(**values, trial_stream=stream, preset=preset)
+
+
+_PROTOCOL_INTS = ("task_id", "seed", "num_steps_wait", "max_steps", "camera_height", "camera_width")
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from benchmarks import manifest_builder, names_with_builder
 from benchmarks.synthetic.manifest import build_synthetic
 from manifests import format as manifest_format
+from manifests.presets import describe as describe_preset
 from scheduler.cli.common import EXIT_BAD_INPUT, UsageError, print_json
 
 if TYPE_CHECKING:
@@ -87,7 +88,6 @@ def cmd_manifest_build_benchmark(args: argparse.Namespace) -> int:
     parser.add_argument("--out", type=Path, required=True, help="directory for <hash>.json manifests")
     module.add_build_arguments(parser)
     sub_args = parser.parse_args(args.rest)
-    sub_args.out.mkdir(parents=True, exist_ok=True)
     _write_manifests(lambda: module.build_manifests(sub_args), sub_args.out)
     return 0
 
@@ -95,18 +95,19 @@ def cmd_manifest_build_benchmark(args: argparse.Namespace) -> int:
 def cmd_manifest_import_robotwin(args: argparse.Namespace) -> int:
     from benchmarks.robotwin.subset import import_subset
 
-    args.out.mkdir(parents=True, exist_ok=True)
     _write_manifests(lambda: import_subset(args.root), args.out)
     return 0
 
 
 def _write_manifests(build: Callable[[], Sequence[manifest_format.Manifest]], out: Path) -> None:
+    """Builds, then writes into ``out`` (created only then: a refused build leaves nothing behind)."""
     from benchmarks.base import BenchmarkError
 
     try:
         manifests = build()
     except BenchmarkError as exc:
         raise UsageError(str(exc)) from None
+    out.mkdir(parents=True, exist_ok=True)
     for manifest in manifests:
         path = manifest_format.write(manifest, out)
         print(f"{manifest.hash}  {path}  ({manifest.task} / {manifest.setting}, {len(manifest)} episodes)")
@@ -148,6 +149,8 @@ def cmd_manifest_show(args: argparse.Namespace) -> int:
     print(f"task       {manifest.task}")
     print(f"setting    {manifest.setting}")
     print(f"episodes   {len(manifest)}")
+    for line in describe_preset(manifest.data["protocol"], manifest.data["versions"]):
+        print(line)
     for key in ("protocol", "versions", "source"):
         if manifest.data[key]:
             print(f"{key:<10} {json.dumps(manifest.data[key], sort_keys=True)}")

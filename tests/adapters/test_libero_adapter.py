@@ -120,6 +120,29 @@ def test_scan_records_each_trials_place_in_the_stream(spatial: Manifest) -> None
     _, states = read_init_states(task.init_path)
     assert spatial.benchmark == "libero" and spatial.setting == "libero_spatial" and spatial.task == task.name
     assert spatial.data["protocol"]["max_steps"] == 3 and spatial.data["protocol"]["seed"] == 7
+    # The default preset (evalfleet) records exactly what manifests recorded before presets, so
+    # their bytes, and the hashes submissions and comparisons name, stay the same.
+    assert sorted(spatial.data["protocol"]) == [
+        "action_dim",
+        "camera_height",
+        "camera_width",
+        "cameras",
+        "control_freq",
+        "controller",
+        "hard_reset",
+        "image_transform",
+        "max_steps",
+        "num_steps_wait",
+        "seed",
+        "success",
+        "task_id",
+        "task_order_index",
+        "trial_stream",
+        "wait_action",
+    ]
+    assert spatial.data["protocol"]["trial_stream"] == (
+        "env.seed(seed) once per task, then reset() per trial; fixture poses recorded"
+    )
     assert {k: spatial.data["versions"][k] for k in installed_versions()} == installed_versions()
     assert spatial.data["versions"]["mujoco_gl"] == os.environ["MUJOCO_GL"]
     assert " / " in spatial.data["versions"]["gl_renderer"]
@@ -229,6 +252,8 @@ def _set(path: str, value: object) -> Callable[[dict], None]:
         (_set("task", "put_the_bowl_on_the_moon"), "task"),
         (_set("protocol.task_id", 10), "protocol.task_id"),
         (_set("versions.mujoco", "3.2.3"), "versions.mujoco"),
+        (_set("protocol.trial_stream", "np.random.seed(seed) per trial"), "protocol.trial_stream"),
+        (_set("protocol.preset", "openpi"), "protocol.preset"),
         (_set("episodes.2.init_state_index", 3), "episodes[2].init_state"),
         (_set("episodes.2.fixture_poses.flat_stove_1.pos", [0.0]), "episodes[2].fixture_poses.flat_stove_1.pos"),
     ],
@@ -259,6 +284,9 @@ def test_manifest_whose_bytes_do_not_match_its_hash_is_refused(spatial: Manifest
         (["--suite", "libero_goal", "--tasks", "0-1", "--trials", "51"], "--trials"),
         (["--suite", "libero_goal", "--camera-size", "0"], "--camera-size"),
         (["--suite", "libero_goal", "--seed", str(2**32)], "--seed"),
+        (["--suite", "libero_goal", "--protocol", "openpi-0.5"], "--protocol"),
+        (["--suite", "libero_goal", "--protocol", "lerobot", "--seed", str(2**32 - 5)], "--seed"),
+        (["--suite", "libero_goal", "--protocol", "oft", "--trials", "0"], "--trials"),
     ],
 )
 def test_bad_build_options_are_refused_naming_the_option(argv: list[str], field: str) -> None:
