@@ -17,7 +17,13 @@ from evalfleet.policy_api.identity import PROTOCOL_VERSION, canonical_json
 from evalfleet.policy_api.identity import digest as record_digest
 from evalfleet.v1 import policy_pb2
 from inference_server.backends import resolve
-from inference_server.backends.contract import Backend, BackendError, RuntimeOptions
+from inference_server.backends.contract import (
+    DEFAULT_ACTION_DTYPE,
+    Backend,
+    BackendError,
+    RuntimeOptions,
+    action_dtype_of,
+)
 from inference_server.checkpoint import CONFIG_NAME, INDEX_NAME, NORMALIZATION_NAME, Checkpoint, CheckpointError
 
 EXECUTE_STEPS = "execute_steps"
@@ -29,11 +35,14 @@ def build(checkpoint: Checkpoint, backend_name: str, backend: Backend) -> policy
 
     The settings' `execute_steps` (actions of each chunk the deployment protocol executes) becomes
     a field of its own, checked against the chunk length; absent or 0 (the whole chunk), the field
-    is left unset, so records that never declared it keep their digests."""
+    is left unset, so records that never declared it keep their digests. So is the backend's
+    `action_dtype` when it is float32."""
     remote = getattr(backend, "remote", None)
     execute_steps = declared_execute_steps(checkpoint, backend.chunk_length)
+    action_dtype = action_dtype_of(backend)
     return policy_pb2.IdentityRecord(
         execute_steps=execute_steps or None,
+        action_dtype=None if action_dtype == DEFAULT_ACTION_DTYPE else action_dtype,
         remote=remote if isinstance(remote, policy_pb2.RemoteIdentity) else None,
         epoch=checkpoint.name,
         backend=backend_name,

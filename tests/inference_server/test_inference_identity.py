@@ -142,3 +142,22 @@ def test_execute_steps_past_the_chunk_or_not_a_count_is_refused_by_name(tmp_path
         _described(tmp_path, execute_steps=value)
     if value == CHUNK + 1:
         assert f"more than the chunk length {CHUNK}" in str(refused.value)
+
+
+def test_declared_action_dtype_is_a_field_of_the_record_and_float32_changes_no_digest(tmp_path: Path) -> None:
+    plain, float32 = _described(tmp_path / "plain"), _described(tmp_path / "f32", action_dtype="float32")
+    for record in (plain.record, float32.record):
+        # float32 is what every record without the field meant: left out, no digest changes.
+        assert not record.HasField("action_dtype") and "action_dtype" not in identity.as_dict(record)
+    wide = _described(tmp_path / "f64", action_dtype="float64")
+    assert wide.record.action_dtype == "float64" and identity.as_dict(wide.record)["action_dtype"] == "float64"
+    assert wide.digest != plain.digest
+    assert identity.differences(plain.record, wide.record) == ["action_dtype", "backend_settings_json"]
+
+
+@pytest.mark.parametrize("value", ["float16", "int64", 64, ["float64"], None])
+def test_an_action_dtype_other_than_float32_or_float64_exits_2_naming_it(tmp_path: Path, value: object) -> None:
+    make_checkpoint(tmp_path, "deterministic", action_dtype=value)
+    result = dry_run(tmp_path)
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert "settings.action_dtype must be one of float32, float64" in result.stderr

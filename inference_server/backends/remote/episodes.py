@@ -21,12 +21,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-import numpy.typing as npt
-
 from evalfleet.policy_api.errors import BackendFailed, RemoteUnavailable
 from evalfleet.v1 import policy_pb2
-from inference_server.backends.contract import History
+from inference_server.backends.contract import Actions, History
 from inference_server.backends.remote.dialect import Connection, EpisodeConnection, RemoteDown, RemoteSaid
 
 
@@ -66,7 +63,7 @@ class EpisodeConnections:
         where: str,
         capacity: int,
         connect: Callable[[float], Connection],
-        check: Callable[[object], npt.NDArray[np.float32]],
+        check: Callable[[object], Actions],
     ) -> None:
         self.where = where
         self.capacity = capacity
@@ -77,7 +74,7 @@ class EpisodeConnections:
         # Connections opened but not yet given to a session (the one that pinned the handshake at load).
         self.idle: list[Connection] = []
 
-    def step(self, request: dict[str, Any], history: History, timeout_s: float) -> npt.NDArray[np.float32]:
+    def step(self, request: dict[str, Any], history: History, timeout_s: float) -> Actions:
         """One step of `history.session_id` on its connection; raises typed policy errors."""
         session = self._session(history.session_id)
         with session.lock:
