@@ -102,6 +102,9 @@ def run_episode(
                 setting=manifest.setting,
                 episode_id=entry.get("episode_id", ""),
                 instruction=episode.instruction,
+                suite=episode.numbering.suite,
+                task_index=episode.numbering.task_index,
+                episode_index=episode.numbering.episode_index,
             )
             session = stack.enter_context(client.open_session(job.expected_digest, meta))
             _write(log, event="start", job=job.__dict__, episode_id=meta.episode_id, instruction=meta.instruction)

@@ -193,18 +193,24 @@ class ServerLoad(_message.Message):
     def __init__(self, sessions: _Optional[int] = ..., max_sessions: _Optional[int] = ..., queue_depth: _Optional[int] = ..., steps_served: _Optional[int] = ..., batches_served: _Optional[int] = ..., max_batch: _Optional[int] = ...) -> None: ...
 
 class EpisodeMeta(_message.Message):
-    __slots__ = ("benchmark", "task", "setting", "episode_id", "instruction")
+    __slots__ = ("benchmark", "task", "setting", "episode_id", "instruction", "suite", "task_index", "episode_index")
     BENCHMARK_FIELD_NUMBER: _ClassVar[int]
     TASK_FIELD_NUMBER: _ClassVar[int]
     SETTING_FIELD_NUMBER: _ClassVar[int]
     EPISODE_ID_FIELD_NUMBER: _ClassVar[int]
     INSTRUCTION_FIELD_NUMBER: _ClassVar[int]
+    SUITE_FIELD_NUMBER: _ClassVar[int]
+    TASK_INDEX_FIELD_NUMBER: _ClassVar[int]
+    EPISODE_INDEX_FIELD_NUMBER: _ClassVar[int]
     benchmark: str
     task: str
     setting: str
     episode_id: str
     instruction: str
-    def __init__(self, benchmark: _Optional[str] = ..., task: _Optional[str] = ..., setting: _Optional[str] = ..., episode_id: _Optional[str] = ..., instruction: _Optional[str] = ...) -> None: ...
+    suite: str
+    task_index: int
+    episode_index: int
+    def __init__(self, benchmark: _Optional[str] = ..., task: _Optional[str] = ..., setting: _Optional[str] = ..., episode_id: _Optional[str] = ..., instruction: _Optional[str] = ..., suite: _Optional[str] = ..., task_index: _Optional[int] = ..., episode_index: _Optional[int] = ...) -> None: ...
 
 class OpenSession(_message.Message):
     __slots__ = ("expected_digest", "expected_identity", "episode", "resume_session_id")

@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 from benchmarks import adapter_class
-from benchmarks.base import BenchmarkError, EpisodeVerdict, Observation, TraceDigest
+from benchmarks.base import BenchmarkError, EpisodeVerdict, Numbering, Observation, TraceDigest
 from benchmarks.libero.manifest import episode_spec
 from benchmarks.libero.runtime import installed_versions, read_init_states, resolve_task
 from benchmarks.libero.sim import add_state, make_env, to_observation
@@ -205,6 +205,21 @@ def test_actions_reach_the_simulator_in_their_own_values_float64_and_float32_ali
     assert adapted(wide) == openpi
     assert adapted(narrow) == starvla == widened
     assert openpi != starvla
+
+
+def test_each_trial_is_numbered_as_liberos_harnesses_number_it(spatial: Manifest, adapter: LiberoBenchmark) -> None:
+    """The suite, the task's id in it and the trial: what vla-eval's client sends its model server
+    as suite, task_id and episode_idx, and the worker passes to the policy in EpisodeMeta."""
+    for index in (0, 3):
+        episode = adapter.open_episode(spatial, index)
+        try:
+            assert episode.numbering == Numbering(suite="libero_spatial", task_index=0, episode_index=index)
+        finally:
+            episode.close()
+    broken = _with_changes(spatial, lambda data: data["episodes"][2].update(trial="2"))
+    with pytest.raises(BenchmarkError) as refused:
+        adapter.open_episode(broken, 2)
+    assert refused.value.field == "episodes[2].trial"
 
 
 @pytest.mark.timeout(240)

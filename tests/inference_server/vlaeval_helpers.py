@@ -4,6 +4,7 @@ The checkpoints that point at it are in `remote_checkpoints.py`."""
 from __future__ import annotations
 
 import hashlib
+import json
 import sys
 from pathlib import Path
 
@@ -43,6 +44,11 @@ class VlaEvalServer(ServiceProcess):
 
     def connections_opened(self) -> int:
         return self.log().count("HELLO session=")
+
+    def episode_tasks(self) -> list[dict[str, object]]:
+        """The task of every EPISODE_START the server received, in order."""
+        prefix = "episode_task "
+        return [json.loads(line[len(prefix) :]) for line in self.log().splitlines() if line.startswith(prefix)]
 
     def batch_sizes(self) -> list[int]:
         return [int(line.split("=")[1]) for line in self.log().splitlines() if line.startswith("predict_batch size=")]

@@ -7,7 +7,8 @@ mean(images.wrist) / 510 + sum(states) + len(task_description) + 10 * step`, whe
 many observations this connection's episode has seen (vla-eval's `ctx.step`). So an answer also
 shows that each session's steps reached its own remote episode. An observation on a connection
 that sent no EPISODE_START fails. It prints one line per `predict_batch` call (`predict_batch
-size=N`), per answer, and per episode start and end, lines tests wait on and count.
+size=N`), per answer, and per episode start (two: its id and name, then `episode_task` and the
+EPISODE_START's task as JSON) and end, lines tests wait on and count.
 
 `--mode` makes it misbehave: `wrong-shape` answers [T, D - 1], `raise` raises (vla-eval answers an
 ERROR message and keeps the connection), `hang` never answers. Independently of the mode, an
@@ -21,6 +22,7 @@ observation whose first state value is `REFUSE` raises. `--version` goes into th
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import threading
 from typing import Any
@@ -77,6 +79,7 @@ class TestPolicy(PredictModelServer):
         task = config.get("task", {})
         self.episodes[ctx.session_id] = task.get("episode_id", "")
         print(f"episode_start episode={task.get('episode_id')} name={task.get('name')!r}", flush=True)
+        print(f"episode_task {json.dumps(task, sort_keys=True)}", flush=True)  # the whole task, as it came
 
     async def on_episode_end(self, result: dict[str, Any], ctx: Any) -> None:
         episode = self.episodes.pop(ctx.session_id, None)

@@ -28,17 +28,28 @@ from inference_server.backends.remote.dialect import Connection, EpisodeConnecti
 
 
 def episode_start(episode: policy_pb2.EpisodeMeta) -> dict[str, Any]:
-    """The EPISODE_START payload: vla-eval's `{"task": {...}}`, whose `name` is the instruction
-    (as vla-eval's LIBERO benchmark names its tasks)."""
-    return {
-        "task": {
-            "name": episode.instruction,
-            "benchmark": episode.benchmark,
-            "task": episode.task,
-            "setting": episode.setting,
-            "episode_id": episode.episode_id,
-        }
+    """The EPISODE_START payload: vla-eval's `{"task": {...}}` as its own client sends it
+    (vla_eval/runners/sync_runner.py:43-53: the task's str, int, float, bool and list values), with
+    vla-eval's keys for what the episode's numbering says: `name`, the instruction (vla-eval's
+    LIBERO task name is the task's language, vla_eval/benchmarks/libero/benchmark.py:162-175),
+    `suite`, `task_id` and `episode_idx` (the orchestrator adds the last, orchestrator.py:430-434).
+    Model servers read them: vla-eval's dexbotic CogACT server picks its chunk size by `suite`
+    (model_servers/dexbotic/cogact.py:159-170). evalfleet's own names for the episode follow
+    (`benchmark`, `task`, `setting`, `episode_id`), keys vla-eval's LIBERO tasks do not have."""
+    task: dict[str, Any] = {"name": episode.instruction}
+    if episode.suite:
+        task["suite"] = episode.suite
+    if episode.HasField("task_index"):
+        task["task_id"] = episode.task_index
+    if episode.HasField("episode_index"):
+        task["episode_idx"] = episode.episode_index
+    task |= {
+        "benchmark": episode.benchmark,
+        "task": episode.task,
+        "setting": episode.setting,
+        "episode_id": episode.episode_id,
     }
+    return {"task": task}
 
 
 @dataclass
