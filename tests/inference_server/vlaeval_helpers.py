@@ -24,11 +24,19 @@ class VlaEvalServer(ServiceProcess):
     """vla-eval's model server with the test policy, on a port fixed up front so that it can come
     back at the same URL; ready once websockets logs "server listening on HOST:PORT"."""
 
-    def __init__(self, port: int, log_path: Path, max_batch_size: int = 1, chunk_size: int | None = None) -> None:
+    def __init__(
+        self,
+        port: int,
+        log_path: Path,
+        max_batch_size: int = 1,
+        chunk_size: int | None = None,
+        observation_params: dict[str, object] | None = None,
+    ) -> None:
         super().__init__([], log_path)
         self.fixed_port = port
         self.max_batch_size = max_batch_size
         self.chunk_size = chunk_size
+        self.observation_params = observation_params
         self.url = f"ws://127.0.0.1:{port}"
 
     def run(self, mode: str = "ok", version: str = "1") -> VlaEvalServer:
@@ -36,6 +44,8 @@ class VlaEvalServer(ServiceProcess):
         self.argv += ["--max-batch-size", str(self.max_batch_size), "--chunk", str(REMOTE_CHUNK)]
         self.argv += ["--action-dim", str(ACTION_DIM), "--version", version]
         self.argv += ["--chunk-size", str(self.chunk_size)] if self.chunk_size is not None else []
+        if self.observation_params is not None:
+            self.argv += ["--observation-params", json.dumps(self.observation_params)]
         self.start(timeout=60)
         return self
 
