@@ -99,6 +99,18 @@ class EpisodeVerdict:
 
 
 @dataclass(frozen=True)
+class Numbering:
+    """Where an episode sits in its benchmark's own numbering, as the benchmark's harnesses number
+    it: LIBERO's suite, the task's id in it and the trial (vla-eval's client sends them to its model
+    server as ``suite``, ``task_id`` and ``episode_idx``). The worker passes them to the policy in
+    the session's ``EpisodeMeta``; empty, or None, where a benchmark has no such number."""
+
+    suite: str = ""
+    task_index: int | None = None
+    episode_index: int | None = None
+
+
+@dataclass(frozen=True)
 class Executed:
     """What :meth:`Episode.execute` did: how many actions ran, and the observation after the last
     one, or None when the episode is done (no policy sees it)."""
@@ -113,6 +125,8 @@ class Episode(abc.ABC):
     instruction: str
     action_dim: int
     max_steps: int
+    # Its place in the benchmark's own numbering, for the policy (none unless the adapter says).
+    numbering: Numbering = Numbering()
 
     @abc.abstractmethod
     def reset(self) -> Observation:

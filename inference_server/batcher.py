@@ -23,17 +23,16 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
-import numpy.typing as npt
 
 from evalfleet.policy_api.errors import BackendFailed, PolicyError
-from inference_server.backends.contract import History, Observation
+from inference_server.backends.contract import DEFAULT_ACTION_DTYPE, Actions, History, Observation
 
-ActFn = Callable[[Sequence[Observation], Sequence[History]], npt.NDArray[np.float32]]
+ActFn = Callable[[Sequence[Observation], Sequence[History]], Actions]
 
 
 @dataclass(frozen=True)
 class StepResult:
-    chunk: npt.NDArray[np.float32]
+    chunk: Actions
     batch_size: int
     queue_ms: float
     model_ms: float
@@ -57,8 +56,10 @@ class Batcher:
         timeout_s: float,
         chunk_shape: tuple[int, int],
         attached_sessions: Callable[[], int],
+        action_dtype: str = DEFAULT_ACTION_DTYPE,
     ) -> None:
         self._act = act
+        self._action_dtype = np.dtype(action_dtype)
         self.max_batch = max_batch
         self._timeout_s = timeout_s
         self._chunk_shape = chunk_shape
@@ -162,8 +163,11 @@ class Batcher:
                     )
                 )
 
-    def _call_model(self, batch: list[_Pending]) -> npt.NDArray[np.float32]:
-        chunks = np.asarray(self._act([p.observation for p in batch], [p.history for p in batch]), dtype=np.float32)
+    def _call_model(self, batch: list[_Pending]) -> Actions:
+        """The backend's chunks for a batch, in its declared dtype."""
+        chunks = np.asarray(
+            self._act([p.observation for p in batch], [p.history for p in batch]), dtype=self._action_dtype
+        )
         expected = (len(batch), *self._chunk_shape)
         if chunks.shape != expected:
             raise ValueError(f"backend returned shape {chunks.shape}, expected {expected}")

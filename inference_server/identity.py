@@ -17,7 +17,13 @@ from evalfleet.policy_api.identity import PROTOCOL_VERSION, canonical_json
 from evalfleet.policy_api.identity import digest as record_digest
 from evalfleet.v1 import policy_pb2
 from inference_server.backends import resolve
-from inference_server.backends.contract import Backend, BackendError, RuntimeOptions
+from inference_server.backends.contract import (
+    DEFAULT_ACTION_DTYPE,
+    Backend,
+    BackendError,
+    RuntimeOptions,
+    action_dtype_of,
+)
 from inference_server.checkpoint import CONFIG_NAME, INDEX_NAME, NORMALIZATION_NAME, Checkpoint, CheckpointError
 
 EXECUTE_STEPS = "execute_steps"
@@ -28,12 +34,18 @@ def build(checkpoint: Checkpoint, backend_name: str, backend: Backend) -> policy
     a remote server (it has a `remote` RemoteIdentity) marks the record remote and unsealed.
 
     The settings' `execute_steps` (actions of each chunk the deployment protocol executes) becomes
-    a field of its own, checked against the chunk length; absent or 0 (the whole chunk), the field
-    is left unset, so records that never declared it keep their digests."""
+    a field of its own, checked against the chunk length; absent, the backend's
+    `default_execute_steps` (a LeRobot config's `n_action_steps`) applies. 0 (the whole chunk)
+    leaves the field unset, so records that never declared it keep their digests. So is the
+    backend's `action_dtype` when it is float32."""
     remote = getattr(backend, "remote", None)
-    execute_steps = declared_execute_steps(checkpoint, backend.chunk_length)
+    execute_steps = declared_execute_steps(
+        checkpoint, backend.chunk_length, getattr(backend, "default_execute_steps", 0)
+    )
+    action_dtype = action_dtype_of(backend)
     return policy_pb2.IdentityRecord(
         execute_steps=execute_steps or None,
+        action_dtype=None if action_dtype == DEFAULT_ACTION_DTYPE else action_dtype,
         remote=remote if isinstance(remote, policy_pb2.RemoteIdentity) else None,
         epoch=checkpoint.name,
         backend=backend_name,
@@ -52,10 +64,11 @@ def build(checkpoint: Checkpoint, backend_name: str, backend: Backend) -> policy
     )
 
 
-def declared_execute_steps(checkpoint: Checkpoint, chunk_length: int) -> int:
-    """The checkpoint's `execute_steps` setting (0 when absent); CheckpointError names it when it
-    is not an integer in [0, chunk_length]."""
-    value = checkpoint.settings.get(EXECUTE_STEPS, 0)
+def declared_execute_steps(checkpoint: Checkpoint, chunk_length: int, default: int = 0) -> int:
+    """The checkpoint's `execute_steps` setting (`default` when absent: the backend's own
+    deployment protocol, 0 for the whole chunk); CheckpointError names it when it is not an integer
+    in [0, chunk_length]."""
+    value = checkpoint.settings.get(EXECUTE_STEPS, default)
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise CheckpointError(
             f"{checkpoint.root}: settings.{EXECUTE_STEPS} must be an integer >= 0 (0: the whole chunk), not {value!r}",

@@ -37,7 +37,7 @@ from evalfleet.policy_api.errors import (
 from evalfleet.v1 import policy_pb2, policy_pb2_grpc
 from evalfleet.wire import MalformedRequestInterceptor
 from inference_server import observations, sessions
-from inference_server.backends.contract import Backend, EndsSessions
+from inference_server.backends.contract import Backend, EndsSessions, action_dtype_of
 from inference_server.batcher import Batcher
 from inference_server.metrics import PolicyMetrics
 
@@ -92,6 +92,7 @@ class PolicyService(policy_pb2_grpc.PolicyServicer):
             max_batch=self.config.max_batch,
             timeout_s=self.config.batch_timeout_s,
             chunk_shape=(loaded.backend.chunk_length, loaded.backend.action_dim),
+            action_dtype=action_dtype_of(loaded.backend),
             attached_sessions=lambda: self._attached,
         )
         return self.batcher

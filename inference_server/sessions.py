@@ -30,7 +30,7 @@ from evalfleet.policy_api.errors import (
     TooManySessions,
 )
 from evalfleet.v1 import policy_pb2
-from inference_server.backends.contract import History, HistoryEntry, Observation
+from inference_server.backends.contract import Actions, History, HistoryEntry, Observation
 
 # How many ended sessions are remembered, so that a late message says "closed" or "evicted".
 ENDED_MEMORY = 4096
@@ -56,7 +56,7 @@ class Session:
     pending: bool = False
     entries: list[HistoryEntry] = field(default_factory=list)
     last_state: dict[str, npt.NDArray[np.float64]] = field(default_factory=dict)
-    last_chunk: npt.NDArray[np.float32] | None = None
+    last_chunk: Actions | None = None  # in the backend's action dtype, which the history keeps
     last_answer: policy_pb2.ActionChunk | None = None
     ended: PolicyError | None = None
 
@@ -98,9 +98,7 @@ class Session:
         entries = tuple(self.entries) + ((extra,) if extra is not None else ())
         return History(session_id=self.session_id, episode=self.episode, entries=entries)
 
-    def commit(
-        self, plan: Plan, observation: Observation, chunk: npt.NDArray[np.float32], answer: policy_pb2.ActionChunk
-    ) -> None:
+    def commit(self, plan: Plan, observation: Observation, chunk: Actions, answer: policy_pb2.ActionChunk) -> None:
         """Records an answered step: the confirmed entry joins the history, the step advances."""
         self.entries = list(plan.history.entries)
         self.last_state = observation.state

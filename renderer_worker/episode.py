@@ -2,7 +2,10 @@
 
 The loop asks the policy for a chunk of actions, executes up to ``execute_steps`` of them (all when
 0), stops early once the episode is done, and tells the policy in the next observation how many
-commands actually ran, so only that prefix enters the session history. The episode is opened with
+commands actually ran, so only that prefix enters the session history. The actions reach the
+benchmark in the dtype the policy answered them in (the identity's ``action_dtype``: a float64
+policy's commands are never rounded to float32 on the way), and a chunk in another dtype is the
+policy server's error. The episode is opened with
 the cameras the policy consumes and observes only after the last action executed, so an adapter
 renders nothing the policy does not see. Every failure that is not the policy failing the task is
 turned into an ``EpisodeFailure`` with its reason.
@@ -46,6 +49,8 @@ class EpisodeJob:
     cameras: tuple[str, ...] = ()
     state: tuple[str, ...] = ()
     execute_steps: int = 0
+    # The dtype the served identity declares its chunks in; a chunk in another is refused.
+    action_dtype: str = "float32"
     # How long one policy reply may take before the server counts as unavailable for this episode.
     policy_timeout_s: float = 60.0
     log_path: str = ""
@@ -97,6 +102,9 @@ def run_episode(
                 setting=manifest.setting,
                 episode_id=entry.get("episode_id", ""),
                 instruction=episode.instruction,
+                suite=episode.numbering.suite,
+                task_index=episode.numbering.task_index,
+                episode_index=episode.numbering.episode_index,
             )
             session = stack.enter_context(client.open_session(job.expected_digest, meta))
             _write(log, event="start", job=job.__dict__, episode_id=meta.episode_id, instruction=meta.instruction)
@@ -152,7 +160,9 @@ def _drive(
         images, state = policy_view(current, job)
         recorder.add(images, ran_steps)
         asked = time.perf_counter()
-        chunk = _checked_chunk(session.act(images, state, step=step, executed=executed), episode.action_dim, step)
+        chunk = _checked_chunk(
+            session.act(images, state, step=step, executed=executed), episode.action_dim, job.action_dtype, step
+        )
         act_ms = 1000.0 * (time.perf_counter() - asked)
         actions = chunk[: job.execute_steps or None]
         if job.video_every_step:
@@ -167,7 +177,7 @@ def _drive(
 
 
 def _every_step(
-    episode: Episode, actions: npt.NDArray[np.float32], job: EpisodeJob, recorder: VideoRecorder, ran_steps: int
+    episode: Episode, actions: npt.NDArray[np.floating[Any]], job: EpisodeJob, recorder: VideoRecorder, ran_steps: int
 ) -> Executed:
     """``execute`` one ``step`` at a time, recording every observation in between for the video.
 
@@ -185,8 +195,16 @@ def _every_step(
     return Executed(len(actions), observation)
 
 
-def _checked_chunk(chunk: npt.NDArray[np.float32], action_dim: int, step: int) -> npt.NDArray[np.float32]:
-    """A chunk the benchmark can execute; anything else is the policy server's fault, not the task's."""
+def _checked_chunk(
+    chunk: npt.NDArray[np.floating[Any]], action_dim: int, dtype: str, step: int
+) -> npt.NDArray[np.floating[Any]]:
+    """A chunk the benchmark can execute, in the dtype the identity declares; anything else is the
+    policy server's fault, not the task's."""
+    if chunk.dtype != np.dtype(dtype):
+        raise EpisodeFailure(
+            FailureReason.FAILURE_REASON_POLICY_ERROR,
+            f"step {step}: the policy answered {chunk.dtype} actions; its identity declares action_dtype {dtype}",
+        )
     if chunk.ndim != 2 or chunk.shape[1] != action_dim or len(chunk) == 0:
         raise EpisodeFailure(
             FailureReason.FAILURE_REASON_POLICY_ERROR,

@@ -10,7 +10,8 @@ task's checkpoint, counting the sessions the server reported at the last refresh
 worker has opened there since.
 
 The identity also says how an episode must be run and what the results will be marked with: the
-chunk length and the actions per chunk its checkpoint declares (``execute_steps``), and, for a
+chunk length, the actions per chunk its checkpoint declares (``execute_steps``), the dtype its
+chunks come in (``action_dtype``), and, for a
 ``remote`` backend, the remote's dialect, URL and the handshake it answered ("remote, unsealed").
 """
 
@@ -43,6 +44,8 @@ class Endpoint:
     chunk_length: int = 0
     # Actions per chunk the checkpoint's deployment protocol executes; 0: the whole chunk.
     execute_steps: int = 0
+    # The dtype its chunks come in (the identity's action_dtype); the episode executes them in it.
+    action_dtype: str = "float32"
     # Set when the server forwards to a remote policy server: what results are marked with.
     remote: pb.RemotePolicy | None = None
 
@@ -116,6 +119,7 @@ class PolicyEndpoints:
             endpoint.state = tuple(entry.name for entry in response.identity.state)
             endpoint.chunk_length = response.identity.chunk_length
             endpoint.execute_steps = response.identity.execute_steps
+            endpoint.action_dtype = response.identity.action_dtype or "float32"
             endpoint.remote = remote_policy(response)
             self._opened_since_refresh[address] = 0
             self._background.pop(address, None)

@@ -277,6 +277,7 @@ class Worker:
                 cameras=endpoint.cameras,
                 state=endpoint.state,
                 execute_steps=endpoint.execute_steps_for(task.lease),
+                action_dtype=endpoint.action_dtype,
                 policy_timeout_s=self.config.policy_timeout_s,
                 log_path=str(self.config.output / task.lease.task_id / f"episode-{index:06d}.jsonl"),
                 video=self.config.video,

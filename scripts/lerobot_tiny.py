@@ -2,18 +2,23 @@
 LeRobot's own code on the far side of a check or a measurement.
 
     build DIR [--benchmark B] [--seed N] [--size PX | HxW]
-        a tiny ACT policy with benchmark B's features (random weights, no pretrained backbone,
-        so nothing is fetched), saved with its pre- and postprocessor by LeRobot's save_pretrained
+        a tiny ACT policy (chunk_size 10, n_action_steps 10) with benchmark B's features (random
+        weights, no pretrained backbone, so nothing is fetched), saved with its pre- and
+        postprocessor by LeRobot's save_pretrained
     direct DIR INPUTS OUT [--benchmark B]
         what that policy with its processors answers for each observation in INPUTS, called one
         row at a time
+    select DIR INPUTS OUT [--benchmark B]
+        the actions LeRobot's own evaluation loop executes when INPUTS are one episode's
+        observations, step by step: `policy.select_action` between the processors, which infers a
+        chunk when its queue is empty and executes `n_action_steps` of it
     throughput DIR [--camera PX]
         the (LIBERO) policy with its processors called directly on batches, no server: reads
         "BATCH SECONDS" lines on stdin, answers each with one JSON line (steps/s, ms per stage)
 
 B is `libero` (the default) or `robotwin`. INPUTS holds `<i>.<name>.npy` for each camera and state
 vector the benchmark's worker sends (upright uint8 HWC images) and `tasks.json`; OUT is one float32
-.npy [N, chunk, action_dim]. Arrays travel as .npy, never pickles.
+.npy [N, chunk, action_dim] (`select`: [N, action_dim]). Arrays travel as .npy, never pickles.
 
 The direct path is LeRobot's evaluation path. LIBERO: its env observation conversion
 (`preprocess_observation`) and LIBERO processor (which flips the simulator's upside-down images, so
@@ -139,6 +144,27 @@ def direct(folder: Path, inputs: Path, out: Path, benchmark: str = "libero") -> 
     np.save(out, np.stack(chunks), allow_pickle=False)
 
 
+def select(folder: Path, inputs: Path, out: Path, benchmark: str = "libero") -> None:
+    """LeRobot's rollout (lerobot 0.4.4, lerobot/scripts/lerobot_eval.py:140, 162-178) over the
+    episode in INPUTS: `policy.reset()`, then per step the observation through the processors and
+    `policy.select_action`, whose queue runs `n_action_steps` of each chunk it infers."""
+    policy, preprocessor, postprocessor = _loaded(folder)
+    tasks = json.loads((inputs / "tasks.json").read_text())
+    policy.reset()
+    actions = []
+    for i, task in enumerate(tasks):
+
+        def load(name: str, i: int = i) -> npt.NDArray[Any]:
+            array: npt.NDArray[Any] = np.load(inputs / f"{i}.{name}.npy", allow_pickle=False)
+            return array
+
+        observation = OBSERVATIONS[benchmark](load)
+        with torch.inference_mode():
+            action = postprocessor(policy.select_action(preprocessor({**observation, "task": [task]})))
+        actions.append(action[0].to(torch.float32).numpy())
+    np.save(out, np.stack(actions), allow_pickle=False)
+
+
 def _loaded(folder: Path) -> tuple[Any, Any, Any]:
     config = PreTrainedConfig.from_pretrained(folder)
     policy = get_policy_class(config.type).from_pretrained(folder, config=config)
@@ -217,11 +243,12 @@ def main() -> None:
     b.add_argument("--benchmark", choices=sorted(IMAGE_FEATURES), default="libero")
     b.add_argument("--seed", type=int, default=0)
     b.add_argument("--size", type=image_size, default=(64, 64), help="PX (square) or HxW")
-    d = sub.add_parser("direct")
-    d.add_argument("folder", type=Path)
-    d.add_argument("inputs", type=Path)
-    d.add_argument("out", type=Path)
-    d.add_argument("--benchmark", choices=sorted(IMAGE_FEATURES), default="libero")
+    for name in ("direct", "select"):
+        d = sub.add_parser(name)
+        d.add_argument("folder", type=Path)
+        d.add_argument("inputs", type=Path)
+        d.add_argument("out", type=Path)
+        d.add_argument("--benchmark", choices=sorted(IMAGE_FEATURES), default="libero")
     t = sub.add_parser("throughput")
     t.add_argument("folder", type=Path)
     t.add_argument("--camera", type=int, default=256)
@@ -230,6 +257,8 @@ def main() -> None:
         build(args.folder, args.seed, args.size, args.benchmark)
     elif args.command == "direct":
         direct(args.folder, args.inputs, args.out, args.benchmark)
+    elif args.command == "select":
+        select(args.folder, args.inputs, args.out, args.benchmark)
     else:
         throughput(args.folder, args.camera)
 

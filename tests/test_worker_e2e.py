@@ -15,6 +15,9 @@ import grpc
 import pytest
 from procs import WORKER_LINE, ServiceProcess, cli, free_port, policy_steps_logged, wait_until, worker_argv
 
+from benchmarks.robotwin.adapter import RoboTwinBenchmark
+from benchmarks.robotwin.config import POLICY_CAMERAS
+from benchmarks.robotwin.episode import STATE_KEY
 from benchmarks.synthetic.adapter import REFERENCE_POLICY_SETTINGS, SyntheticBenchmark
 from benchmarks.synthetic.manifest import build_synthetic
 from evalfleet.policy_api.client import PolicyClient
@@ -22,8 +25,9 @@ from evalfleet.policy_api.errors import ProtocolViolation
 from evalfleet.scheduler_api.client import SchedulerClient, selector
 from evalfleet.v1 import policy_pb2, policy_pb2_grpc
 from evalfleet.v1 import scheduler_pb2 as pb
+from inference_server.backends.reference import seeded_random_chunk
 from inference_server.checkpoint import seal
-from manifests.format import build, write
+from manifests.format import build, read, write
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -440,3 +444,59 @@ def test_workers_run_robotwin_episodes_through_the_double(scheduler, start_polic
     ]
     steps = [row[0] for row in _rows(scheduler.db, "SELECT steps FROM episode_results")]
     assert len(steps) == 4 and all(s > 0 for s in steps)
+
+
+@pytest.mark.parametrize("action_dtype", ["float64", "float32"])
+def test_the_policys_commands_reach_the_simulator_in_the_dtype_it_answered(
+    scheduler, start_policy, start_worker, tmp_path, action_dtype
+):
+    """Scheduler, inference server and worker processes, a RoboTwin episode up to the double (its
+    trace digest covers every action the simulator was given): a policy that answers float64
+    commands has them executed with every bit, a float32 one with its own; each trace equals the
+    adapter stepped here with that policy's chunks, and the two differ."""
+    double = Path(__file__).parent / "doubles" / "robotwin_root"
+    out = tmp_path / "manifests"
+    run = cli(
+        *("manifest", "build", "robotwin", "--out", str(out), "--robotwin-root", str(double)),
+        *("--tasks", "adjust_bottle", "--episodes", "1", "--settings", "clean-seen"),
+    )
+    assert run.returncode == 0, run.stderr
+    (path,) = sorted(out.glob("*.json"))
+    contract = {
+        "cameras": [{"name": name, "height": 240, "width": 320} for name in POLICY_CAMERAS],
+        "state": [{"name": STATE_KEY, "length": 14}],
+        "action_dim": 14,
+        "chunk_length": 10,
+    }
+    root = tmp_path / "checkpoints"
+    (root / "rt").mkdir(parents=True)
+    seal(root / "rt", "seeded-random", {**contract, "action_dtype": action_dtype, "scale": 0.5})
+    policy = start_policy("rt", root=root)
+    run = cli(
+        *("submit", "--server", scheduler.address, "--route", "robotwin", "--policy-server", policy.address),
+        *("--submission-id", "dtype", "--manifest", str(path)),
+    )
+    assert run.returncode == 0, run.stderr
+    option = f"robotwin.robotwin_root={json.dumps(str(double))}"
+    start_worker(scheduler.address, [policy.address], "--routes", "robotwin", "--adapter-option", option)
+    client = scheduler.client()
+    wait_until(lambda: client.status("dtype").tasks.succeeded == 1, 120, "the episode evaluated")
+    ((reported,),) = _rows(scheduler.db, "SELECT trace_digest FROM episode_results")
+
+    def replayed(dtype: str) -> str:
+        """The adapter driven here as the worker drives it: the seeded policy's chunk for each step
+        of the episode, the whole chunk executed."""
+        manifest = read(path)
+        episode = RoboTwinBenchmark(double).open_episode(manifest, 0, cameras=POLICY_CAMERAS)
+        try:
+            episode.reset()
+            step = 0
+            while not episode.done:
+                episode.execute(seeded_random_chunk(0, manifest.episodes[0]["episode_id"], step, 10, 14, 0.5, dtype))
+                step += 1
+            return episode.result().trace_digest
+        finally:
+            episode.close()
+
+    assert reported == replayed(action_dtype)
+    assert replayed("float64") != replayed("float32")

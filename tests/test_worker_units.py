@@ -41,15 +41,37 @@ def test_a_camera_the_policy_needs_but_the_benchmark_lacks_is_a_policy_error():
 
 
 @pytest.mark.parametrize(
-    ("chunk", "text"),
-    [(np.zeros((4, 6)), "shape (4, 6)"), (np.zeros((0, 7)), "shape (0, 7)"), (np.full((2, 7), np.nan), "non-finite")],
+    ("chunk", "dtype", "text"),
+    [
+        (np.zeros((4, 6), np.float32), "float32", "shape (4, 6)"),
+        (np.zeros((0, 7), np.float32), "float32", "shape (0, 7)"),
+        (np.full((2, 7), np.nan, np.float32), "float32", "non-finite"),
+        # A chunk in another dtype than the identity declares: rounded or widened on the way.
+        (
+            np.zeros((2, 7), np.float64),
+            "float32",
+            "answered float64 actions; its identity declares action_dtype float32",
+        ),
+        (
+            np.zeros((2, 7), np.float32),
+            "float64",
+            "answered float32 actions; its identity declares action_dtype float64",
+        ),
+    ],
 )
-def test_unusable_chunks_are_policy_errors(chunk, text):
+def test_unusable_chunks_are_policy_errors(chunk, dtype, text):
     with pytest.raises(EpisodeFailure) as caught:
-        _checked_chunk(chunk, 7, step=3)
+        _checked_chunk(chunk, 7, dtype, step=3)
     assert (
         caught.value.reason == pb.FAILURE_REASON_POLICY_ERROR and caught.value.retryable and text in str(caught.value)
     )
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_chunk_in_the_declared_dtype_is_executed_as_it_came(dtype):
+    chunk = np.arange(14, dtype=dtype).reshape(2, 7) / 3
+    checked = _checked_chunk(chunk, 7, np.dtype(dtype).name, step=0)
+    assert checked.dtype == dtype and checked.tobytes() == chunk.tobytes()
 
 
 def test_adapter_options_parse_json_values():

@@ -36,6 +36,7 @@ from benchmarks.base import (
     Episode,
     EpisodeVerdict,
     Executed,
+    Numbering,
     Observation,
     TraceDigest,
     observation_digest,
@@ -81,11 +82,14 @@ class LiberoBenchmark(Benchmark):
 
     def open_episode(self, manifest: Manifest, index: int, cameras: Collection[str] | None = None) -> LiberoEpisode:
         spec = episode_spec(manifest, index)
+        numbering = _numbering(manifest, index, spec)
         key = (str(spec.task.bddl_path), spec.protocol.camera_height, spec.protocol.camera_width)
         rendered = CAMERAS if cameras is None else tuple(name for name in CAMERAS if name in cameras)
-        return LiberoEpisode(
+        episode = LiberoEpisode(
             spec, self._acquire(key, spec), rendered, lambda kept, healthy: self._release(key, kept, healthy)
         )
+        episode.numbering = numbering
+        return episode
 
     def close(self) -> None:
         with self._lock:
@@ -260,6 +264,16 @@ class LiberoEpisode(Episode):
     def _observe(self, raw: dict[str, Any]) -> Observation:
         self._gate.check(self.cameras)
         return observe(self._env, raw, self.cameras)
+
+
+def _numbering(manifest: Manifest, index: int, spec: EpisodeSpec) -> Numbering:
+    """LIBERO's own numbering of the trial: the suite (the manifest's setting), the task's id in it
+    and the trial's place in the task's stream (the entry's ``trial``; in vla-eval's protocol it
+    is also the init-state row that its ``episode_idx`` selects)."""
+    trial = manifest.episodes[index].get("trial")
+    if trial is not None and (isinstance(trial, bool) or not isinstance(trial, int) or trial < 0):
+        raise BenchmarkError(f"must be an integer >= 0, got {trial!r}", field=f"{spec.where}.trial")
+    return Numbering(suite=manifest.setting, task_index=spec.protocol.task_id, episode_index=trial)
 
 
 def _checked(action: Action) -> npt.NDArray[np.float64]:

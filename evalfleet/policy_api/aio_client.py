@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
+from typing import Any
 
 import grpc
 import numpy as np
@@ -175,8 +176,9 @@ class AsyncSession:
         state: Mapping[str, npt.ArrayLike],
         step: int,
         executed: int,
-    ) -> npt.NDArray[np.float32]:
-        """Sends observation `step` and returns the next chunk, float32 [chunk_length, action_dim]."""
+    ) -> npt.NDArray[np.floating[Any]]:
+        """Sends observation `step` and returns the next chunk [chunk_length, action_dim], in the
+        identity's `action_dtype` (float32 unless it declares float64)."""
         request = tensors.observation_request(step, executed, images, state)
         if self._call is None:
             await self.attach(resume_request(self.open_request, self.session_id))

@@ -18,6 +18,7 @@ import threading
 import time
 import weakref
 from collections.abc import Iterator, Mapping
+from typing import Any
 
 import grpc
 import numpy as np
@@ -296,9 +297,10 @@ class Session:
         state: Mapping[str, npt.ArrayLike],
         step: int,
         executed: int,
-    ) -> npt.NDArray[np.float32]:
+    ) -> npt.NDArray[np.floating[Any]]:
         """Sends observation `step` (saying how many commands of the last chunk ran) and returns
-        the next chunk, float32 [chunk_length, action_dim]."""
+        the next chunk [chunk_length, action_dim], in the identity's `action_dtype` (float32 unless
+        it declares float64)."""
         request = tensors.observation_request(step, executed, images, state)
         if self._stream is None:
             self._resume()

@@ -50,7 +50,7 @@ REMOTE_UNAVAILABLE: ErrorReason
 REMOTE_RESTARTED: ErrorReason
 
 class IdentityRecord(_message.Message):
-    __slots__ = ("epoch", "backend", "backend_settings_json", "shard_sha256", "index_sha256", "config_sha256", "normalization_sha256", "precision", "action_dim", "chunk_length", "cameras", "state", "protocol_version", "other_sha256", "remote", "execute_steps")
+    __slots__ = ("epoch", "backend", "backend_settings_json", "shard_sha256", "index_sha256", "config_sha256", "normalization_sha256", "precision", "action_dim", "chunk_length", "cameras", "state", "protocol_version", "other_sha256", "remote", "execute_steps", "action_dtype")
     class ShardSha256Entry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -81,6 +81,7 @@ class IdentityRecord(_message.Message):
     OTHER_SHA256_FIELD_NUMBER: _ClassVar[int]
     REMOTE_FIELD_NUMBER: _ClassVar[int]
     EXECUTE_STEPS_FIELD_NUMBER: _ClassVar[int]
+    ACTION_DTYPE_FIELD_NUMBER: _ClassVar[int]
     epoch: str
     backend: str
     backend_settings_json: str
@@ -97,7 +98,8 @@ class IdentityRecord(_message.Message):
     other_sha256: _containers.ScalarMap[str, str]
     remote: RemoteIdentity
     execute_steps: int
-    def __init__(self, epoch: _Optional[str] = ..., backend: _Optional[str] = ..., backend_settings_json: _Optional[str] = ..., shard_sha256: _Optional[_Mapping[str, str]] = ..., index_sha256: _Optional[str] = ..., config_sha256: _Optional[str] = ..., normalization_sha256: _Optional[str] = ..., precision: _Optional[_Union[Precision, _Mapping]] = ..., action_dim: _Optional[int] = ..., chunk_length: _Optional[int] = ..., cameras: _Optional[_Iterable[_Union[CameraSpec, _Mapping]]] = ..., state: _Optional[_Iterable[_Union[StateSpec, _Mapping]]] = ..., protocol_version: _Optional[_Union[ProtocolVersion, str]] = ..., other_sha256: _Optional[_Mapping[str, str]] = ..., remote: _Optional[_Union[RemoteIdentity, _Mapping]] = ..., execute_steps: _Optional[int] = ...) -> None: ...
+    action_dtype: str
+    def __init__(self, epoch: _Optional[str] = ..., backend: _Optional[str] = ..., backend_settings_json: _Optional[str] = ..., shard_sha256: _Optional[_Mapping[str, str]] = ..., index_sha256: _Optional[str] = ..., config_sha256: _Optional[str] = ..., normalization_sha256: _Optional[str] = ..., precision: _Optional[_Union[Precision, _Mapping]] = ..., action_dim: _Optional[int] = ..., chunk_length: _Optional[int] = ..., cameras: _Optional[_Iterable[_Union[CameraSpec, _Mapping]]] = ..., state: _Optional[_Iterable[_Union[StateSpec, _Mapping]]] = ..., protocol_version: _Optional[_Union[ProtocolVersion, str]] = ..., other_sha256: _Optional[_Mapping[str, str]] = ..., remote: _Optional[_Union[RemoteIdentity, _Mapping]] = ..., execute_steps: _Optional[int] = ..., action_dtype: _Optional[str] = ...) -> None: ...
 
 class RemoteIdentity(_message.Message):
     __slots__ = ("dialect", "url", "handshake_sha256", "declared_sha256", "sealed")
@@ -191,18 +193,24 @@ class ServerLoad(_message.Message):
     def __init__(self, sessions: _Optional[int] = ..., max_sessions: _Optional[int] = ..., queue_depth: _Optional[int] = ..., steps_served: _Optional[int] = ..., batches_served: _Optional[int] = ..., max_batch: _Optional[int] = ...) -> None: ...
 
 class EpisodeMeta(_message.Message):
-    __slots__ = ("benchmark", "task", "setting", "episode_id", "instruction")
+    __slots__ = ("benchmark", "task", "setting", "episode_id", "instruction", "suite", "task_index", "episode_index")
     BENCHMARK_FIELD_NUMBER: _ClassVar[int]
     TASK_FIELD_NUMBER: _ClassVar[int]
     SETTING_FIELD_NUMBER: _ClassVar[int]
     EPISODE_ID_FIELD_NUMBER: _ClassVar[int]
     INSTRUCTION_FIELD_NUMBER: _ClassVar[int]
+    SUITE_FIELD_NUMBER: _ClassVar[int]
+    TASK_INDEX_FIELD_NUMBER: _ClassVar[int]
+    EPISODE_INDEX_FIELD_NUMBER: _ClassVar[int]
     benchmark: str
     task: str
     setting: str
     episode_id: str
     instruction: str
-    def __init__(self, benchmark: _Optional[str] = ..., task: _Optional[str] = ..., setting: _Optional[str] = ..., episode_id: _Optional[str] = ..., instruction: _Optional[str] = ...) -> None: ...
+    suite: str
+    task_index: int
+    episode_index: int
+    def __init__(self, benchmark: _Optional[str] = ..., task: _Optional[str] = ..., setting: _Optional[str] = ..., episode_id: _Optional[str] = ..., instruction: _Optional[str] = ..., suite: _Optional[str] = ..., task_index: _Optional[int] = ..., episode_index: _Optional[int] = ...) -> None: ...
 
 class OpenSession(_message.Message):
     __slots__ = ("expected_digest", "expected_identity", "episode", "resume_session_id")

@@ -22,6 +22,14 @@ import numpy.typing as npt
 from evalfleet.v1 import policy_pb2
 from inference_server.checkpoint import Checkpoint, CheckpointError
 
+# The dtypes a backend may answer its chunks in (`action_dtype`). float32 is what every model here
+# computes; float64 is what openpi's policies answer (their statistics unnormalize in float64) and
+# what its LIBERO client hands to env.step, so a remote policy's float64 answer need not be rounded.
+ACTION_DTYPES = ("float32", "float64")
+DEFAULT_ACTION_DTYPE = "float32"
+# Chunks and executed commands: float32, or float64 where the backend declares it.
+Actions = npt.NDArray[np.floating[Any]]
+
 
 @dataclass(frozen=True)
 class RuntimeOptions:
@@ -51,7 +59,7 @@ class HistoryEntry:
 
     step: int
     state: dict[str, npt.NDArray[np.float64]]
-    executed: npt.NDArray[np.float32]  # [n_executed, action_dim], a prefix of the chunk answered at `step`
+    executed: Actions  # [n_executed, action_dim], a prefix of the chunk answered at `step`, in its dtype
 
 
 @dataclass(frozen=True)
@@ -65,7 +73,13 @@ class History:
 
 class Backend(Protocol):
     """A policy. Built without touching the device (so `--dry-run` can describe it), then `load`ed;
-    `act` runs on a worker thread, one batch at a time."""
+    `act` runs on a worker thread, one batch at a time.
+
+    Optional attributes, read with `getattr` so that a plug-in without them serves as before:
+    `action_dtype` (one of ACTION_DTYPES, default float32: the dtype its chunks are answered in,
+    `action_dtype_of`) and `default_execute_steps` (the actions per chunk its deployment protocol
+    executes when the settings do not say, e.g. a LeRobot config's `n_action_steps`; default 0, the
+    whole chunk). Both are in the identity record."""
 
     cameras: Sequence[policy_pb2.CameraSpec]
     state: Sequence[policy_pb2.StateSpec]
@@ -77,8 +91,9 @@ class Backend(Protocol):
         """Puts the weights on the device and runs the model once, so the first real step pays no
         compilation or allocation."""
 
-    def act(self, observations: Sequence[Observation], histories: Sequence[History]) -> npt.NDArray[np.float32]:
-        """Returns float32 chunks [batch, chunk_length, action_dim], one per observation."""
+    def act(self, observations: Sequence[Observation], histories: Sequence[History]) -> Actions:
+        """Returns chunks [batch, chunk_length, action_dim], one per observation, in the backend's
+        `action_dtype` (the server casts to it: a float32 backend's float64 array is rounded)."""
 
 
 @runtime_checkable
@@ -94,6 +109,15 @@ class EndsSessions(Protocol):
 
 
 BackendFactory = Callable[[Checkpoint, RuntimeOptions], Backend]
+
+
+def action_dtype_of(backend: object) -> str:
+    """The dtype a backend declares its chunks in (`action_dtype`, float32 when it declares none);
+    BackendError names any other than ACTION_DTYPES."""
+    dtype = getattr(backend, "action_dtype", DEFAULT_ACTION_DTYPE)
+    if dtype not in ACTION_DTYPES:
+        raise BackendError(f"the backend declares action_dtype {dtype!r}; it must be one of {', '.join(ACTION_DTYPES)}")
+    return str(dtype)
 
 
 class BackendError(Exception):
@@ -112,11 +136,19 @@ class DeclaredContract:
     state: list[policy_pb2.StateSpec]
     action_dim: int
     chunk_length: int
+    action_dtype: str = DEFAULT_ACTION_DTYPE
 
 
 def declared_contract(checkpoint: Checkpoint) -> DeclaredContract:
-    """Reads `cameras`, `state`, `action_dim` and `chunk_length` from the checkpoint's settings."""
+    """Reads `cameras`, `state`, `action_dim`, `chunk_length` and the optional `action_dtype`
+    (float32 by default) from the checkpoint's settings."""
     settings: dict[str, Any] = checkpoint.settings
+    action_dtype = settings.get("action_dtype", DEFAULT_ACTION_DTYPE)
+    if action_dtype not in ACTION_DTYPES:
+        raise CheckpointError(
+            f"{checkpoint.root}: settings.action_dtype must be one of {', '.join(ACTION_DTYPES)}, not {action_dtype!r}",
+            path=checkpoint.root,
+        )
     try:
         return DeclaredContract(
             cameras=[
@@ -132,6 +164,7 @@ def declared_contract(checkpoint: Checkpoint) -> DeclaredContract:
             state=[policy_pb2.StateSpec(name=s["name"], length=s["length"]) for s in settings["state"]],
             action_dim=int(settings["action_dim"]),
             chunk_length=int(settings["chunk_length"]),
+            action_dtype=str(action_dtype),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise CheckpointError(
@@ -140,8 +173,9 @@ def declared_contract(checkpoint: Checkpoint) -> DeclaredContract:
 
 
 class NumpyBackend:
-    """A base for backends that run numpy in float32 (nothing to put on a device) and declare their
-    contract in their settings (`declared_contract`): the reference backends, the LIBERO oracle."""
+    """A base for backends that run numpy (nothing to put on a device) and declare their contract in
+    their settings (`declared_contract`): the reference backends, the LIBERO oracle. They answer in
+    the declared `action_dtype`."""
 
     def __init__(self, checkpoint: Checkpoint) -> None:
         contract = declared_contract(checkpoint)
@@ -149,11 +183,12 @@ class NumpyBackend:
         self.state = contract.state
         self.action_dim = contract.action_dim
         self.chunk_length = contract.chunk_length
+        self.action_dtype = contract.action_dtype
         self.precision = NUMPY_PRECISION
         self.settings = checkpoint.settings
 
     def load(self) -> None:
         """Nothing to put on a device."""
 
-    def _zeros(self, batch: int) -> npt.NDArray[np.float32]:
-        return np.zeros((batch, self.chunk_length, self.action_dim), dtype=np.float32)
+    def _zeros(self, batch: int) -> Actions:
+        return np.zeros((batch, self.chunk_length, self.action_dim), dtype=self.action_dtype)

@@ -15,7 +15,11 @@ What evalfleet adds around LeRobot:
   name the lerobot version, the policy type, the feature map (evalfleet camera and state names ->
   LeRobot feature keys) and any processor overrides. The installed lerobot must be the sealed one.
 - Batching: one `predict_action_chunk` call per batch across sessions, task strings as a list.
-  `select_action` is never used: it keeps one action queue for the whole batch. Flow-matching
+  `select_action` is never used: it keeps one action queue for the whole batch. The deployment
+  protocol is select_action's all the same: it runs `n_action_steps` of each chunk it infers, so
+  that is the checkpoint's actions per chunk (`default_execute_steps`, in the identity record as
+  `execute_steps`) unless the settings say otherwise; ACT's temporal ensembling, which queries the
+  policy at every step and averages overlapping chunks, is refused. Flow-matching
   policies get per-session noise seeded from (noise_seed, episode id, step), so a session's
   actions do not depend on which sessions shared its batch.
 - Offline: HF_HUB_OFFLINE and TRANSFORMERS_OFFLINE are set before LeRobot is imported; a policy that
@@ -36,6 +40,8 @@ Settings (`evalfleet-checkpoint.json`):
                         parts: [{name, length}]}
     processor_overrides optional {preprocessor: {step: {...}}, postprocessor: {step: {...}}}
     noise_seed          optional int (flow-matching policies), default 0
+    execute_steps       optional: actions executed per chunk (0: the whole chunk); absent,
+                        config.json's n_action_steps, as LeRobot's own evaluation runs it
 """
 
 from __future__ import annotations
@@ -232,6 +238,16 @@ def load_config(root: Path, settings: dict[str, Any]) -> Any:
             f"{CONFIG_FILE}: n_obs_steps is {n_obs_steps}; this backend serves single-observation policies only",
             path=root / CONFIG_FILE,
         )
+    ensemble = getattr(config, "temporal_ensemble_coeff", None)
+    if ensemble is not None:
+        # lerobot/policies/act/modeling_act.py:109-112: select_action then infers a chunk at every
+        # step and executes the exponentially weighted average of every chunk that covers it.
+        raise CheckpointError(
+            f"{CONFIG_FILE}: temporal_ensemble_coeff is {ensemble}: LeRobot's select_action then infers a chunk "
+            "at every step and executes the weighted average of the overlapping chunks, which this backend, "
+            "answering one chunk per observation, does not do; set it to null to serve the chunks as they are",
+            path=root / CONFIG_FILE,
+        )
     return config
 
 
@@ -355,6 +371,10 @@ class LeRobotBackend:
         self.state = [policy_pb2.StateSpec(name=name, length=length) for name, length in self.state_map.parts]
         self.action_dim = int(self.config.output_features["action"].shape[0])
         self.chunk_length = len(self.config.action_delta_indices)
+        # What LeRobot's own evaluation executes of each chunk (select_action's queue,
+        # lerobot/policies/act/modeling_act.py:114-121): the checkpoint's execute_steps unless
+        # its settings say otherwise (inference_server.identity reads this).
+        self.default_execute_steps = int(getattr(self.config, "n_action_steps", self.chunk_length))
         self.precision = policy_pb2.Precision(dtype="float32", attn_impl="lerobot", tf32=options.tf32)
         self.policy_type = str(self.config.type)
         self.noise_seed = int(settings.get("noise_seed", 0))

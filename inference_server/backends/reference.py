@@ -10,7 +10,8 @@
   batching, timing or which server answers (`scripts/bench/libero.py`).
 
 Their manifest settings declare the contract: `cameras`, `state`, `action_dim`, `chunk_length`
-(`inference_server.backends.contract.NumpyBackend`).
+and optionally `action_dtype` (`inference_server.backends.contract.NumpyBackend`); `deterministic`
+and `seeded-random` compute in float64 and answer in that dtype, so a float64 one is not rounded.
 """
 
 from __future__ import annotations
@@ -22,26 +23,38 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from inference_server.backends.contract import History, NumpyBackend, Observation, RuntimeOptions
+from inference_server.backends.contract import (
+    DEFAULT_ACTION_DTYPE,
+    Actions,
+    History,
+    NumpyBackend,
+    Observation,
+    RuntimeOptions,
+)
 from inference_server.checkpoint import Checkpoint
 
 
 class NoopBackend(NumpyBackend):
-    def act(self, observations: Sequence[Observation], histories: Sequence[History]) -> npt.NDArray[np.float32]:
+    def act(self, observations: Sequence[Observation], histories: Sequence[History]) -> Actions:
         return self._zeros(len(observations))
 
 
-def deterministic_chunk(observation: Observation, chunk_length: int, action_dim: int) -> npt.NDArray[np.float32]:
-    """chunk[t, d] = sum(state) + step + 0.001 t + 0.000001 d: distinct per session and per step."""
+def deterministic_chunk(
+    observation: Observation, chunk_length: int, action_dim: int, dtype: str = DEFAULT_ACTION_DTYPE
+) -> Actions:
+    """chunk[t, d] = sum(state) + step + 0.001 t + 0.000001 d: distinct per session and per step;
+    computed in float64, answered in `dtype`."""
     base = sum(float(v.sum()) for v in observation.state.values()) + observation.step
     t = np.arange(chunk_length, dtype=np.float64)[:, None] * 1e-3
     d = np.arange(action_dim, dtype=np.float64)[None, :] * 1e-6
-    return (base + t + d).astype(np.float32)
+    return (base + t + d).astype(dtype)
 
 
 class DeterministicBackend(NumpyBackend):
-    def act(self, observations: Sequence[Observation], histories: Sequence[History]) -> npt.NDArray[np.float32]:
-        return np.stack([deterministic_chunk(o, self.chunk_length, self.action_dim) for o in observations])
+    def act(self, observations: Sequence[Observation], histories: Sequence[History]) -> Actions:
+        return np.stack(
+            [deterministic_chunk(o, self.chunk_length, self.action_dim, self.action_dtype) for o in observations]
+        )
 
 
 def echo_chunk(
@@ -59,7 +72,7 @@ def echo_chunk(
 
 
 class HistoryEchoBackend(NumpyBackend):
-    def act(self, observations: Sequence[Observation], histories: Sequence[History]) -> npt.NDArray[np.float32]:
+    def act(self, observations: Sequence[Observation], histories: Sequence[History]) -> Actions:
         return np.stack(
             [echo_chunk(o, h, self.chunk_length, self.action_dim) for o, h in zip(observations, histories, strict=True)]
         )
@@ -68,27 +81,35 @@ class HistoryEchoBackend(NumpyBackend):
 class FlatCostBackend(NumpyBackend):
     """Costs `batch_ms` per call whatever the batch size: the regime where batching pays."""
 
-    def act(self, observations: Sequence[Observation], histories: Sequence[History]) -> npt.NDArray[np.float32]:
+    def act(self, observations: Sequence[Observation], histories: Sequence[History]) -> Actions:
         time.sleep(float(self.settings.get("batch_ms", 20.0)) / 1000.0)
         return self._zeros(len(observations))
 
 
 def seeded_random_chunk(
-    seed: int, episode_id: str, step: int, chunk_length: int, action_dim: int, scale: float
-) -> npt.NDArray[np.float32]:
-    """Uniform commands in [-scale, scale], a pure function of (seed, episode id, step)."""
+    seed: int,
+    episode_id: str,
+    step: int,
+    chunk_length: int,
+    action_dim: int,
+    scale: float,
+    dtype: str = DEFAULT_ACTION_DTYPE,
+) -> Actions:
+    """Uniform commands in [-scale, scale], a pure function of (seed, episode id, step), in `dtype`."""
     episode = int.from_bytes(hashlib.sha256(episode_id.encode()).digest()[:8], "big")
     rng = np.random.Generator(np.random.PCG64([seed, episode, step]))
-    return rng.uniform(-scale, scale, size=(chunk_length, action_dim)).astype(np.float32)
+    return rng.uniform(-scale, scale, size=(chunk_length, action_dim)).astype(dtype)
 
 
 class SeededRandomBackend(NumpyBackend):
-    def act(self, observations: Sequence[Observation], histories: Sequence[History]) -> npt.NDArray[np.float32]:
+    def act(self, observations: Sequence[Observation], histories: Sequence[History]) -> Actions:
         seed = int(self.settings.get("seed", 0))
         scale = float(self.settings.get("scale", 1.0))
         return np.stack(
             [
-                seeded_random_chunk(seed, h.episode.episode_id, o.step, self.chunk_length, self.action_dim, scale)
+                seeded_random_chunk(
+                    seed, h.episode.episode_id, o.step, self.chunk_length, self.action_dim, scale, self.action_dtype
+                )
                 for o, h in zip(observations, histories, strict=True)
             ]
         )

@@ -47,7 +47,7 @@ from evalfleet.local_fleet import LocalFleet, policy_argv
 from evalfleet.policy_api import tensors
 from evalfleet.policy_api.client import PolicyClient
 from evalfleet.v1 import policy_pb2
-from inference_server.backends.remote.mapping import quat_to_axisangle
+from inference_server.backends.remote.mapping import robosuite_axisangle
 from inference_server.checkpoint import seal
 from scripts.bench.openpi_noop_policy import OPENPI_NOOP_POLICY, READY
 from scripts.common.stats import percentile
@@ -78,7 +78,11 @@ def remote_settings(url: str, camera: int, connections: int) -> dict[str, object
             {"key": "observation/wrist_image", "camera": CAMERAS[1], "resize_with_pad": [OPENPI_SIZE, OPENPI_SIZE]},
             {
                 "key": "observation/state",
-                "state": ["robot0_eef_pos", {"name": "robot0_eef_quat", "as": "axisangle"}, "robot0_gripper_qpos"],
+                "state": [
+                    "robot0_eef_pos",
+                    {"name": "robot0_eef_quat", "as": "axisangle_robosuite"},
+                    "robot0_gripper_qpos",
+                ],
             },
             {"key": "prompt", "instruction": True},
         ],
@@ -111,7 +115,7 @@ def openpi_request(
             image_tools.resize_with_pad(images[CAMERAS[1]], OPENPI_SIZE, OPENPI_SIZE)
         ),
         "observation/state": np.concatenate(
-            (state["robot0_eef_pos"], quat_to_axisangle(state["robot0_eef_quat"]), state["robot0_gripper_qpos"])
+            (state["robot0_eef_pos"], robosuite_axisangle(state["robot0_eef_quat"]), state["robot0_gripper_qpos"])
         ),
         "prompt": INSTRUCTION,
     }

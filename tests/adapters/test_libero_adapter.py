@@ -21,15 +21,17 @@ import numpy as np
 import pytest
 
 from benchmarks import adapter_class
-from benchmarks.base import BenchmarkError, EpisodeVerdict, Observation
+from benchmarks.base import BenchmarkError, EpisodeVerdict, Numbering, Observation, TraceDigest
+from benchmarks.libero.manifest import episode_spec
 from benchmarks.libero.runtime import installed_versions, read_init_states, resolve_task
-from benchmarks.libero.sim import to_observation
+from benchmarks.libero.sim import add_state, make_env, to_observation
 from manifests.format import Manifest, ManifestError, build
 
 if importlib.util.find_spec("libero") is None and os.environ.get("EVALFLEET_REQUIRE_LIBERO") != "1":
     pytest.skip("LIBERO is not installed (scripts/install_libero.sh)", allow_module_level=True)
 
 from benchmarks.libero.adapter import LiberoBenchmark, add_build_arguments, build_manifests
+from scripts.bench.raw_libero import reset_trial
 
 pytestmark = [pytest.mark.slow, pytest.mark.libero]
 SMALL = ["--camera-size", "64", "--wait-steps", "2", "--max-steps", "3"]
@@ -183,6 +185,64 @@ def test_batch_sizes_one_two_and_five_give_the_same_results(
         wide.close()
     assert five == reference
     assert two == reference
+
+
+@pytest.mark.timeout(300)
+def test_actions_reach_the_simulator_in_their_own_values_float64_and_float32_alike(
+    spatial: Manifest, adapter: LiberoBenchmark
+) -> None:
+    """openpi's LIBERO client steps with its policy's float64 commands (`env.step(action.tolist())`),
+    StarVLA's with float32 arrays. The adapter hands the simulator float64 rows: a float64 command
+    keeps every bit (the trace is the raw environment's stepped with the list), and a float32 one
+    is its exact widening, which robosuite steps exactly as the float32 array itself (its
+    controllers promote the command to float64 before any arithmetic). Rounding the float64
+    commands to float32 gives another trajectory."""
+    spec = episode_spec(spatial, 1)
+    wide = np.random.default_rng(23).uniform(-0.5, 0.5, (3, 7))
+    wide[:, 6] = [-1.0, 1.0, -0.3]
+    narrow = wide.astype(np.float32)
+
+    env = make_env(spec.task, spec.protocol.camera_height, spec.protocol.camera_width)
+
+    def raw(actions: Iterable[object]) -> str:
+        trace = TraceDigest()
+        reset_trial(env, spec, trace)  # LIBERO's hard reset: nothing carries over from the last run
+        for action in actions:
+            env.step(action)
+            add_state(trace, env)
+        return trace.hexdigest()
+
+    def adapted(actions: np.ndarray) -> str:
+        episode = adapter.open_episode(spatial, 1)
+        try:
+            episode.reset()
+            assert episode.execute(actions).executed == len(actions)
+            return episode.result().trace_digest
+        finally:
+            episode.close()
+
+    try:
+        openpi, starvla, widened = raw(row.tolist() for row in wide), raw(list(narrow)), raw(list(narrow.astype(float)))
+    finally:
+        env.close()
+    assert adapted(wide) == openpi
+    assert adapted(narrow) == starvla == widened
+    assert openpi != starvla
+
+
+def test_each_trial_is_numbered_as_liberos_harnesses_number_it(spatial: Manifest, adapter: LiberoBenchmark) -> None:
+    """The suite, the task's id in it and the trial: what vla-eval's client sends its model server
+    as suite, task_id and episode_idx, and the worker passes to the policy in EpisodeMeta."""
+    for index in (0, 3):
+        episode = adapter.open_episode(spatial, index)
+        try:
+            assert episode.numbering == Numbering(suite="libero_spatial", task_index=0, episode_index=index)
+        finally:
+            episode.close()
+    broken = _with_changes(spatial, lambda data: data["episodes"][2].update(trial="2"))
+    with pytest.raises(BenchmarkError) as refused:
+        adapter.open_episode(broken, 2)
+    assert refused.value.field == "episodes[2].trial"
 
 
 @pytest.mark.timeout(240)

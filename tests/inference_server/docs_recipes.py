@@ -20,13 +20,14 @@ def recipe(name: str) -> dict[str, Any]:
     return settings
 
 
-def robotwin_reply(action_mode: str) -> list[dict[str, Any]]:
-    """The `reply` steps docs/remote.md gives for a StarVLA RoboTwin checkpoint of that action_mode."""
+def robotwin_reply(action_mode: str) -> dict[str, Any]:
+    """The settings docs/remote.md gives for a StarVLA RoboTwin checkpoint of that action_mode
+    beside starvla_robotwin.yaml's: its `reply` steps, and any other setting the block declares
+    (`rel`'s `action_dtype`)."""
     if action_mode == "abs":
-        steps: list[dict[str, Any]] = recipe("starvla_robotwin.yaml")["reply"]
-        return steps
+        return {"reply": recipe("starvla_robotwin.yaml")["reply"]}
     header = f"# starvla_robotwin.yaml's reply for action_mode: {action_mode} "
     match = re.search(rf"```yaml\n({re.escape(header)}.*?)```", DOCS.read_text(), re.DOTALL)
     assert match, f"docs/remote.md has no reply for action_mode {action_mode}"
-    steps = yaml.safe_load(match.group(1))["reply"]
-    return steps
+    block: dict[str, Any] = yaml.safe_load(match.group(1))
+    return block

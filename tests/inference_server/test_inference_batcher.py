@@ -127,3 +127,21 @@ def test_steps_queued_behind_a_busy_model_wait_for_the_sessions_just_answered() 
 
     asyncio.run(scenario())
     assert act.batches == [[1], [2, 3]]
+
+
+@pytest.mark.parametrize("declared", ["float32", "float64"])
+def test_chunks_are_answered_in_the_declared_dtype(declared: str) -> None:
+    """A float64 backend's chunk keeps its bits when the backend declares float64, and is rounded
+    to float32 (the contract's default) when it does not."""
+
+    def act(observations, histories) -> np.ndarray:
+        return np.stack([np.full((2, 3), o.state["v"][0] + 0.1, dtype=np.float64) for o in observations])
+
+    batcher = Batcher(
+        act, max_batch=2, timeout_s=5.0, chunk_shape=(2, 3), attached_sessions=lambda: 2, action_dtype=declared
+    )
+    results = asyncio.run(run_steps(batcher, ["a", "b"], [1, 2]))
+    for result, value in zip(results, (1.1, 2.1), strict=True):
+        assert result.chunk.dtype == np.dtype(declared)
+        assert result.chunk[0, 0] == np.dtype(declared).type(np.float64(value - 0.1) + 0.1)
+    assert (float(results[0].chunk[0, 0]) == 1.1) is (declared == "float64")

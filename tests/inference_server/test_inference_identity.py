@@ -14,8 +14,9 @@ from inference_helpers import CHUNK, make_checkpoint, reference_settings
 from evalfleet.policy_api import identity
 from evalfleet.v1 import policy_pb2
 from inference_server.backends.contract import RuntimeOptions
+from inference_server.backends.reference import NoopBackend
 from inference_server.checkpoint import INDEX_NAME, CheckpointError, load, seal
-from inference_server.identity import Described, describe
+from inference_server.identity import Described, build, describe
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -142,3 +143,38 @@ def test_execute_steps_past_the_chunk_or_not_a_count_is_refused_by_name(tmp_path
         _described(tmp_path, execute_steps=value)
     if value == CHUNK + 1:
         assert f"more than the chunk length {CHUNK}" in str(refused.value)
+
+
+def test_declared_action_dtype_is_a_field_of_the_record_and_float32_changes_no_digest(tmp_path: Path) -> None:
+    plain, float32 = _described(tmp_path / "plain"), _described(tmp_path / "f32", action_dtype="float32")
+    for record in (plain.record, float32.record):
+        # float32 is what every record without the field meant: left out, no digest changes.
+        assert not record.HasField("action_dtype") and "action_dtype" not in identity.as_dict(record)
+    wide = _described(tmp_path / "f64", action_dtype="float64")
+    assert wide.record.action_dtype == "float64" and identity.as_dict(wide.record)["action_dtype"] == "float64"
+    assert wide.digest != plain.digest
+    assert identity.differences(plain.record, wide.record) == ["action_dtype", "backend_settings_json"]
+
+
+@pytest.mark.parametrize("value", ["float16", "int64", 64, ["float64"], None])
+def test_an_action_dtype_other_than_float32_or_float64_exits_2_naming_it(tmp_path: Path, value: object) -> None:
+    make_checkpoint(tmp_path, "deterministic", action_dtype=value)
+    result = dry_run(tmp_path)
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert "settings.action_dtype must be one of float32, float64" in result.stderr
+
+
+def test_a_backends_own_execute_steps_applies_when_the_settings_declare_none(tmp_path: Path) -> None:
+    """A backend whose deployment protocol executes part of each chunk (the lerobot backend:
+    config.json's n_action_steps) says so as `default_execute_steps`; a sealed setting, 0
+    included, overrides it."""
+    for name, settings, expected in (
+        ("plain", {}, 3),
+        ("zero", {"execute_steps": 0}, 0),
+        ("five", {"execute_steps": 5}, 5),
+    ):
+        checkpoint = load(make_checkpoint(tmp_path / name, "noop", **settings))
+        backend = NoopBackend(checkpoint)
+        backend.default_execute_steps = 3  # what a backend may declare
+        record = build(checkpoint, "noop", backend)
+        assert record.HasField("execute_steps") is bool(expected) and record.execute_steps == expected

@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 from inference_helpers import ServerProcess, load_failure
 from openpi_client import image_tools
+from openpi_client.websocket_client_policy import WebsocketClientPolicy
 from openpi_helpers import REMOTE_CHUNK, OpenpiServer, handshake_sha256
 from openpi_policy import expected_actions
 from remote_checkpoints import ACTION_DIM, make_remote_checkpoint
@@ -34,6 +35,7 @@ from evalfleet.policy_api.errors import (
 )
 from evalfleet.processes import free_port
 from evalfleet.v1 import policy_pb2, scheduler_pb2
+from inference_server.backends.remote.mapping import robosuite_axisangle
 from renderer_worker.episode import _policy_reason
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
@@ -124,6 +126,62 @@ def test_answers_are_what_the_policy_computes_from_the_same_observation(fleet) -
                 chunk = session.act(observed.images, observed.state, step=step, executed=0 if step == 0 else CHUNK)
                 assert chunk.shape == (CHUNK, ACTION_DIM)
                 np.testing.assert_allclose(chunk, observed.expected, rtol=0, atol=1e-4)
+
+
+@pytest.mark.parametrize("action_dtype", ["float64", "float32"])
+def test_actions_are_what_openpis_own_client_receives_bit_for_bit_in_float64(
+    tmp_path: Path, openpi: OpenpiServer, start_server, action_dtype: str
+) -> None:
+    """openpi's policies answer float64 (their statistics unnormalize in float64) and openpi's
+    msgpack codec carries the dtype, so openpi's LIBERO client executes float64 commands. Declared
+    `action_dtype: float64`, evalfleet's chunk is what openpi-client's own WebsocketClientPolicy
+    receives from the same server for the same request (the state built as openpi's main.py builds
+    it, robosuite's axis-angle), every bit; the default float32 rounds it."""
+    openpi.run()
+    request = [
+        {"key": "observation/image", "camera": "agentview", "resize_with_pad": [224, 224]},
+        {"key": "observation/wrist_image", "camera": "robot0_eye_in_hand", "resize_with_pad": [224, 224]},
+        {
+            "key": "observation/state",
+            "state": [
+                "robot0_eef_pos",
+                {"name": "robot0_eef_quat", "as": "axisangle_robosuite"},
+                "robot0_gripper_qpos",
+            ],
+        },
+        {"key": "prompt", "instruction": True},
+    ]
+    make_remote_checkpoint(tmp_path / "ckpt", openpi.url, action_dtype=action_dtype, request=request)
+    server = start_server(tmp_path / "ckpt", epoch="pi05")
+    steps = [Step(seed) for seed in (3, 4)]
+    with server.client() as client:
+        assert client.identity().identity.action_dtype == ("" if action_dtype == "float32" else action_dtype)
+        with client.open_session(client.identity().digest, episode()) as session:
+            ours = [session.act(s.images, s.state, step=k, executed=CHUNK if k else 0) for k, s in enumerate(steps)]
+    theirs_client = WebsocketClientPolicy(openpi.url)
+    theirs = []
+    for s in steps:
+        state = {name: np.asarray(value) for name, value in s.state.items()}
+        reply = theirs_client.infer(
+            {
+                "observation/image": image_tools.resize_with_pad(s.images["agentview"], 224, 224),
+                "observation/wrist_image": image_tools.resize_with_pad(s.images["robot0_eye_in_hand"], 224, 224),
+                "observation/state": np.concatenate(
+                    (
+                        state["robot0_eef_pos"],
+                        robosuite_axisangle(state["robot0_eef_quat"]),
+                        state["robot0_gripper_qpos"],
+                    )
+                ),
+                "prompt": INSTRUCTION,
+            }
+        )
+        theirs.append(reply["actions"])
+    assert all(actions.dtype == np.float64 for actions in theirs), "openpi-server answers float64 as float64"
+    for mine, actions in zip(ours, theirs, strict=True):
+        expected = actions[:CHUNK].astype(action_dtype)
+        assert mine.dtype == np.dtype(action_dtype) and mine.tobytes() == expected.tobytes()
+    assert (ours[0].tobytes() == theirs[0][:CHUNK].tobytes()) is (action_dtype == "float64")
 
 
 def test_four_concurrent_sessions_share_batches_over_the_pool(fleet) -> None:

@@ -15,10 +15,13 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import anyio
 import numpy as np
 import pytest
 from inference_helpers import ServerProcess
 from remote_checkpoints import ACTION_DIM, make_remote_checkpoint
+from vla_eval.connection import Connection
+from vla_eval.runners.sync_runner import SyncEpisodeRunner
 from vlaeval_helpers import REMOTE_CHUNK, VlaEvalServer, handshake_sha256
 from vlaeval_policy import REFUSE, expected_actions
 
@@ -58,6 +61,7 @@ class Step:
             "states": np.concatenate([position, [0.0, 0.0, angle], gripper]).astype(np.float32),
             "task_description": INSTRUCTION,
         }
+        self.observation = observation
         self.expected = expected_actions(observation, remote_step, REMOTE_CHUNK, ACTION_DIM)[:CHUNK]
 
     def act(self, session: Any, step: int) -> np.ndarray:
@@ -115,6 +119,89 @@ def test_answers_are_what_the_policy_computes_in_the_sessions_own_remote_episode
                 assert_answer(Step(step, remote_step=step).act(session, step), Step(step, remote_step=step))
     ended(remote, ("first", 3))
     assert remote.log().count(f"episode_start episode=first name={INSTRUCTION!r}") == 1
+
+
+class OneStepBenchmark:
+    """A double of a vla-eval benchmark, just enough for vla-eval's own SyncEpisodeRunner to run
+    one episode of one step: it hands out `observation` and is done after the first action."""
+
+    def __init__(self, observation: dict[str, Any]) -> None:
+        self.observation = observation
+
+    async def start_episode(self, task: dict[str, Any], recorder: Any = None) -> None:
+        pass
+
+    async def get_observation(self) -> dict[str, Any]:
+        return self.observation
+
+    async def apply_action(self, action: dict[str, Any]) -> None:
+        pass
+
+    async def is_done(self) -> bool:
+        return True
+
+    async def get_time(self) -> float:
+        return 0.0
+
+    async def get_result(self) -> dict[str, Any]:
+        return {"success": False}
+
+
+def test_episode_start_carries_suite_task_id_and_episode_idx_as_vla_evals_own_client_does(fleet) -> None:
+    """vla-eval's SyncEpisodeRunner, over vla-eval's own Connection, starts an episode of LIBERO's
+    task as vla-eval builds it (`LIBEROBenchmark.get_tasks`, with the orchestrator's episode_idx);
+    evalfleet's session of the same episode sends the same values under the same keys, and its own
+    names of the episode beside them."""
+    remote, server = fleet
+    meta = policy_pb2.EpisodeMeta(
+        benchmark="libero",
+        task="pick_up_the_black_bowl",
+        setting="libero_spatial",
+        episode_id="libero_spatial-03-007",
+        instruction=INSTRUCTION,
+        suite="libero_spatial",
+        task_index=3,
+        episode_index=7,
+    )
+    step = Step(5)
+    with server.client() as client, client.open_session(client.identity().digest, meta) as session:
+        step.act(session, 0)
+    ended(remote, ("libero_spatial-03-007", 1))
+
+    async def vla_evals_own() -> None:
+        connection = Connection(remote.url, timeout=30)
+        await connection.connect()
+        try:
+            # vla_eval/benchmarks/libero/benchmark.py:162-175 and orchestrator.py:430-434.
+            task = {
+                "name": INSTRUCTION,
+                "suite": "libero_spatial",
+                "task_id": 3,
+                "task_obj": object(),
+                "episode_idx": 7,
+            }
+            await SyncEpisodeRunner().run_episode(OneStepBenchmark(step.observation), task, connection, max_steps=1)
+        finally:
+            await connection.close()
+
+    anyio.run(vla_evals_own)
+    *_, ours, theirs = remote.episode_tasks()
+    assert theirs == {"name": INSTRUCTION, "suite": "libero_spatial", "task_id": 3, "episode_idx": 7}
+    assert {key: ours[key] for key in theirs} == theirs
+    assert {key: ours[key] for key in set(ours) - set(theirs)} == {
+        "benchmark": "libero",
+        "task": "pick_up_the_black_bowl",
+        "setting": "libero_spatial",
+        "episode_id": "libero_spatial-03-007",
+    }
+
+
+def test_an_episode_without_a_numbering_sends_none_of_its_keys(fleet) -> None:
+    remote, server = fleet
+    with server.client() as client, client.open_session(client.identity().digest, episode("plain")) as session:
+        Step(1).act(session, 0)
+    ended(remote, ("plain", 1))
+    assert not {"suite", "task_id", "episode_idx"} & set(remote.episode_tasks()[-1])
 
 
 def test_four_concurrent_sessions_are_batched_by_the_remote(fleet) -> None:

@@ -75,6 +75,24 @@ def test_session_answers_from_the_observation(deterministic) -> None:
     np.testing.assert_array_equal(second, expected_chunk(1, 2.0))
 
 
+def test_a_float64_backend_is_answered_in_float64_over_the_wire(tmp_path: Path, start_server) -> None:
+    """The chunk crosses the wire in the dtype the identity declares: a float64 backend's
+    commands arrive with every bit, not rounded to float32."""
+    make_checkpoint(tmp_path, "deterministic", action_dtype="float64")
+    server = start_server(tmp_path)
+    with server.client() as client:
+        reply = client.identity()
+        assert reply.identity.action_dtype == "float64"
+        with client.open_session(reply.digest, episode()) as session:
+            chunks = [session.act(images(), state(0.1 * k), step=k, executed=4 if k else 0) for k in range(2)]
+    for k, chunk in enumerate(chunks):
+        expected = deterministic_chunk(
+            Observation(step=k, images={}, state=state(0.1 * k)), CHUNK, ACTION_DIM, "float64"
+        )
+        assert chunk.dtype == np.float64 and chunk.tobytes() == expected.tobytes()
+        assert not np.array_equal(chunk, chunk.astype(np.float32)), "the values need float64"
+
+
 def test_identity_mismatch_is_refused_and_names_the_field(deterministic) -> None:
     with deterministic.client() as client:
         served = client.identity().identity

@@ -53,6 +53,14 @@ def test_history_holds_only_confirmed_prefixes_and_sent_state() -> None:
     assert plan.history.episode.instruction == "go"
 
 
+def test_history_keeps_the_executed_commands_in_the_dtype_they_were_answered_in() -> None:
+    session = SessionRegistry(4, 60).open(policy_pb2.EpisodeMeta())
+    wide = np.arange(10, dtype=np.float64).reshape(5, 2) / 3  # not representable in float32
+    answer(session, 0, 0, 1.0, wide)
+    (entry,) = session.plan(1, 4, resumed=False).history.entries
+    assert entry.executed.dtype == np.float64 and entry.executed.tobytes() == wide[:4].tobytes()
+
+
 def test_refused_plan_leaves_history_unchanged() -> None:
     session = SessionRegistry(4, 60).open(policy_pb2.EpisodeMeta())
     answer(session, 0, 0, 1.0, chunk(0))

@@ -304,6 +304,88 @@ def test_settings_are_in_the_digest_and_a_checkpoint_sealed_for_another_lerobot_
     assert "sealed for lerobot 0.3.3, but lerobot 0.4.4 is installed" in done.stderr
 
 
+def with_config(folder: Path, settings: dict[str, Any], **changes: Any) -> None:
+    """Changes fields of the folder's config.json (LeRobot's deployment fields: the weights do not
+    depend on them) and seals the folder again."""
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, **changes}))
+    seal(folder, "lerobot", settings)
+
+
+def dry_run_identity(python: Path, root: Path) -> dict[str, Any]:
+    done = run_server(python, root, "--dry-run")
+    assert done.returncode == 0, done.stderr
+    return dict(json.loads(done.stdout[done.stdout.index("{") :]))
+
+
+def test_the_checkpoint_executes_n_action_steps_per_chunk_unless_its_settings_say_otherwise(
+    lerobot_python: Path, tiny_act: Path, libero_settings: dict[str, Any], tmp_path: Path
+) -> None:
+    """LeRobot's evaluation runs `n_action_steps` of each chunk (select_action's queue), so that is
+    the identity's execute_steps; a sealed execute_steps overrides it, and the digest says which."""
+    folder = sealed_copy(tiny_act, tmp_path, libero_settings)
+    with_config(folder, libero_settings, n_action_steps=4)
+    default = dry_run_identity(lerobot_python, tmp_path)
+    assert default["identity"]["execute_steps"] == 4 and default["identity"]["chunk_length"] == 10
+    seal(folder, "lerobot", {**libero_settings, "execute_steps": 4})
+    assert dry_run_identity(lerobot_python, tmp_path)["identity"]["execute_steps"] == 4
+    seal(folder, "lerobot", {**libero_settings, "execute_steps": 2})
+    two = dry_run_identity(lerobot_python, tmp_path)
+    assert two["identity"]["execute_steps"] == 2 and two["digest"] != default["digest"]
+    seal(folder, "lerobot", {**libero_settings, "execute_steps": 0})
+    whole = dry_run_identity(lerobot_python, tmp_path)
+    assert "execute_steps" not in whole["identity"] and whole["digest"] != default["digest"]
+
+
+def test_n_action_steps_of_each_chunk_are_the_actions_lerobots_own_loop_executes(
+    lerobot_python: Path, tiny_act: Path, libero_settings: dict[str, Any], tmp_path: Path
+) -> None:
+    """One episode of nine steps: LeRobot's rollout calls select_action at every step (a chunk at
+    steps 0, 4 and 8, four actions of each); the served checkpoint, driven as the worker drives it
+    with the identity's execute_steps, answers the same nine actions."""
+    folder = sealed_copy(tiny_act, tmp_path / "ckpt", libero_settings)
+    with_config(folder, libero_settings, n_action_steps=4)
+    rng = np.random.default_rng(13)
+    steps = [observation(rng) for _ in range(9)]
+    task = "put the bowl on the plate"
+    inputs = tmp_path / "inputs"
+    inputs.mkdir()
+    for i, (images, state) in enumerate(steps):
+        for name, array in {**images, **state}.items():
+            np.save(inputs / f"{i}.{name}.npy", array, allow_pickle=False)
+    (inputs / "tasks.json").write_text(json.dumps([task] * len(steps)))
+    done = run_lerobot(lerobot_python, str(TINY), "select", str(folder), str(inputs), str(tmp_path / "select.npy"))
+    assert done.returncode == 0, done.stderr
+    lerobots = np.load(tmp_path / "select.npy", allow_pickle=False)
+
+    proc = server(lerobot_python, tmp_path / "ckpt", tmp_path)
+    with proc.start(timeout_s=120), proc.client() as client:
+        reply = client.identity()
+        executed = reply.identity.execute_steps
+        meta = policy_pb2.EpisodeMeta(benchmark="libero", episode_id="0", instruction=task)
+        with client.open_session(reply.digest, meta) as session:
+            chunks = [
+                session.act(*steps[t], step=k, executed=executed if k else 0)
+                for k, t in enumerate(range(0, len(steps), executed))
+            ]
+    assert executed == 4
+    ours = np.concatenate([chunk[:executed] for chunk in chunks])[: len(steps)]
+    np.testing.assert_allclose(ours, lerobots, rtol=1e-5, atol=1e-5)
+    whole_chunk = chunks[0][: len(steps)]  # what executing every action of the first chunk would run
+    assert not np.allclose(whole_chunk[4:], lerobots[4:], rtol=1e-5, atol=1e-5)
+
+
+def test_an_act_config_with_temporal_ensembling_is_refused_naming_it(
+    lerobot_python: Path, tiny_act: Path, libero_settings: dict[str, Any], tmp_path: Path
+) -> None:
+    folder = sealed_copy(tiny_act, tmp_path, libero_settings)
+    with_config(folder, libero_settings, n_action_steps=1, temporal_ensemble_coeff=0.01)
+    done = run_server(lerobot_python, tmp_path, "--dry-run")
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    (line,) = [line for line in done.stderr.splitlines() if line.startswith("inference-server: ")]
+    assert "config.json: temporal_ensemble_coeff is 0.01" in line
+
+
 @pytest.mark.parametrize("missing", ["policy_postprocessor.json", STATS_FILE])
 def test_a_folder_missing_a_processor_file_exits_2_naming_it(
     lerobot_python: Path, tiny_act: Path, libero_settings: dict[str, Any], tmp_path: Path, missing: str

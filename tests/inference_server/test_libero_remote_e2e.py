@@ -78,6 +78,13 @@ def test_libero_episodes_through_a_remote_survive_its_kill(dialect, scheduler, t
         assert failures and all(reason == unavailable for (reason,) in failures), failures
         steps = _rows(scheduler.db, "SELECT steps FROM episode_results")
         assert [s for (s,) in steps] == [MAX_STEPS] * 2
+        if dialect == "vla-eval":  # each EPISODE_START numbers the trial as vla-eval's client does
+            started = {
+                (task["suite"], task["task_id"], task["episode_idx"])
+                for task in remote.episode_tasks()
+                if task["episode_id"] != "warm-up"
+            }
+            assert started == {("libero_object", 0, 0), ("libero_object", 1, 0)}
     finally:
         remote.stop()
 

@@ -175,15 +175,40 @@ def test_delta_to_absolute_continues_from_the_last_executed_command_as_starvla_d
     np.testing.assert_array_equal(reply.apply(chunks[3], observation(3, qpos), history), expected[3])
 
 
-def test_rel_and_current_state_bases() -> None:
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_rel_and_current_state_bases(dtype) -> None:
+    """model2robotwin_interface.py:174-176 `_rel_to_absolute`: float32 offsets + the float64
+    initial state, a float64 command; in a float64 chunk (`action_dtype: float64`, the offsets
+    widened) every bit of it, in a float32 one those rounded."""
     initial, later = RNG.uniform(-1, 1, 14), RNG.uniform(-1, 1, 14)
     offsets = chunk(3, 14, -0.1, 0.1)
     for base, expected_base in (("initial_state", initial), ("current_state", later)):
         session = Session(steps([{"op": "to_absolute", "state": ["qpos"], "base": base}], 14))
-        session.step(0, initial, chunk(3, 14), 0)
-        got = session.step(1, later, offsets, 3)
-        # model2robotwin_interface.py:174-176 `_rel_to_absolute`: rel + initial state (float64), as float32.
-        np.testing.assert_array_equal(got, (offsets + expected_base).astype(np.float32))
+        session.step(0, initial, chunk(3, 14).astype(dtype), 0)
+        got = session.step(1, later, offsets.astype(dtype), 3)
+        starvla = offsets + expected_base
+        assert starvla.dtype == np.float64 and got.dtype == dtype
+        assert got.tobytes() == starvla.astype(dtype).tobytes()
+
+
+def test_a_float64_chunk_stays_float64_through_every_step() -> None:
+    """Each step computes in float64 and answers the chunk's dtype: float64 values are not rounded."""
+    raw = [
+        {"op": "affine", "dims": [0], "scale": 2, "offset": 0.1},
+        {"op": "invert", "dims": [1]},
+        {"op": "sign", "dims": [2]},
+        {"op": "binarize", "dims": [3], "if_less_than": 0, "then": -1, "else": 1},
+        {"op": "reorder", "order": [6, 0, 1, 2, 3, 4, 5]},
+    ]
+    actions = RNG.uniform(-1, 1, (4, 7))
+    got = apply(raw, actions)
+    x = actions
+    expected = np.stack(
+        [x[:, 6], x[:, 0] * 2 + 0.1, -x[:, 1], np.sign(x[:, 2]), np.where(x[:, 3] < 0, -1.0, 1.0), x[:, 4], x[:, 5]],
+        axis=1,
+    )
+    assert got.dtype == np.float64 and got.tobytes() == expected.tobytes()
+    assert apply(raw, actions.astype(np.float32)).dtype == np.float32
 
 
 def test_to_absolute_on_some_dims_and_a_forgotten_session() -> None:

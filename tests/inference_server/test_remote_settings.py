@@ -87,6 +87,16 @@ REFUSED = [
         {"request": [{"key": ["images", "agentview"], "camera": "front"}]},
         "settings.request[0].camera 'front'",
     ),
+    # What a vla-eval server's HELLO may ask (observation_params): the benchmark's params are declared...
+    ("vla-eval", {"observation_params": ["env_seed", 0]}, "settings.observation_params must map parameter names"),
+    # ...and the request mapping's are checked against the server's, not declared.
+    (
+        "vla-eval",
+        {"observation_params": {"send_state": True}},
+        "settings.observation_params.send_state is decided by settings.request",
+    ),
+    ("openpi", {"observation_params": {}}, "settings.observation_params is not a setting of the openpi dialect"),
+    ("openpi", {"action_dtype": "float16"}, "settings.action_dtype must be one of float32, float64"),
 ]
 
 

@@ -107,7 +107,7 @@ def test_libero_commands_and_model_inputs_are_starvla_clients(tmp_path: Path, do
 def test_robotwin_commands_and_model_inputs_are_starvla_clients(
     tmp_path: Path, double, start_server, action_mode: str
 ) -> None:
-    settings = {**recipe("starvla_robotwin.yaml"), "reply": robotwin_reply(action_mode)}
+    settings = {**recipe("starvla_robotwin.yaml"), **robotwin_reply(action_mode)}
     chunk = settings["chunk_length"]
     record = tmp_path / "received.jsonl"
     double.run(
@@ -146,6 +146,8 @@ def test_robotwin_commands_and_model_inputs_are_starvla_clients(
 
     assert sent_by_us[1:] == sent_by_them and len(sent_by_them) == 3
     assert all(image["shape"] == [224, 224, 3] for r in sent_by_them for image in r["images"])
-    # StarVLA's commands are float32 but for rel's (its float64 state added); the wire carries float32.
+    # StarVLA's commands are float32 but for rel's (its float64 state added), which the rel recipe
+    # declares (action_dtype: float64): the commands are StarVLA's, every bit and their dtype.
     assert all(command.dtype == (np.float64 if action_mode == "rel" else np.float32) for command in theirs)
-    np.testing.assert_array_equal(np.stack(ours), np.stack(theirs).astype(np.float32))
+    assert {command.dtype for command in ours} == {theirs[0].dtype}
+    assert np.stack(ours).tobytes() == np.stack(theirs).tobytes()

@@ -50,6 +50,7 @@ from evalfleet.policy_api.errors import BackendFailed, PolicyError, RemoteRestar
 from evalfleet.v1 import policy_pb2
 from inference_server.backends.contract import (
     NUMPY_PRECISION,
+    Actions,
     BackendError,
     History,
     Observation,
@@ -76,7 +77,7 @@ SHA256_HEX = 64
 # identity), then the remote's own. A dialect module's `SETTINGS` names its additional ones; any
 # other key is refused, since a misspelt one would be sealed into the digest and silently ignored.
 COMMON_SETTINGS = frozenset(
-    {"cameras", "state", "action_dim", "chunk_length", "execute_steps"}
+    {"cameras", "state", "action_dim", "chunk_length", "execute_steps", "action_dtype"}
     | {"url", "dialect", "connections", "reply_timeout_s", "load_timeout_s", "request", "reply"}
     | {"handshake_sha256", "declared_sha256"}
 )
@@ -191,6 +192,9 @@ class RemoteBackend:
         self.state = contract.state
         self.action_dim = contract.action_dim
         self.chunk_length = contract.chunk_length
+        # The dtype of the chunks this backend answers, and so of the env commands: float64 keeps
+        # openpi's float64 answer as openpi's LIBERO client executes it; float32 rounds it.
+        self.action_dtype = contract.action_dtype
         self.precision = NUMPY_PRECISION
         try:
             self.settings = parse_settings(
@@ -276,7 +280,7 @@ class RemoteBackend:
 
     # -- act -------------------------------------------------------------------------------------
 
-    def act(self, observations: Sequence[Observation], histories: Sequence[History]) -> npt.NDArray[np.float32]:
+    def act(self, observations: Sequence[Observation], histories: Sequence[History]) -> Actions:
         steps = list(zip(observations, histories, strict=True))
         size = self.dialect.requests_per_message
         futures = [
@@ -289,7 +293,7 @@ class RemoteBackend:
             raise failed
         return np.concatenate([f.result() for f in futures])
 
-    def _steps(self, steps: Sequence[tuple[Observation, History]], timeout_s: float) -> npt.NDArray[np.float32]:
+    def _steps(self, steps: Sequence[tuple[Observation, History]], timeout_s: float) -> Actions:
         """Sessions' steps in one message over a free connection, as [steps, chunk_length,
         action_dim], each chunk through the `reply` steps; typed policy errors name the remote."""
         requests = [mapping.build_request(self.settings.request, o, h) for o, h in steps]
@@ -299,7 +303,7 @@ class RemoteBackend:
             chunks = self._pooled(requests, timeout_s)
         return np.stack([self._reply.apply(c, o, h) for c, (o, h) in zip(chunks, steps, strict=True)])
 
-    def _pooled(self, requests: Sequence[dict[str, Any]], timeout_s: float) -> list[npt.NDArray[np.float32]]:
+    def _pooled(self, requests: Sequence[dict[str, Any]], timeout_s: float) -> list[Actions]:
         """The requests in one message over a free pooled connection, each reply's chunk checked."""
         slot = self._pool.idle.get()
         try:
@@ -348,14 +352,17 @@ class RemoteBackend:
         if connection is not None:
             connection.close()
 
-    def _checked(self, actions: object) -> npt.NDArray[np.float32]:
-        """The first `chunk_length` rows of a [T, action_dim] finite numeric array, as float32."""
+    def _checked(self, actions: object) -> Actions:
+        """The first `chunk_length` rows of a [T, action_dim] finite numeric array, in
+        `action_dtype`: float64 keeps a float64 answer and widens a float32 one (exactly: StarVLA
+        answers float32, and its RoboTwin `rel` client adds that to the float64 state); float32
+        rounds a float64 one."""
         if not isinstance(actions, np.ndarray) or actions.dtype.kind not in "fiu":
             raise RemoteSaid(f"actions are {type(actions).__name__} {getattr(actions, 'dtype', '')}, not numbers")
         expected = f"[>= {self.chunk_length}, {self.action_dim}]"
         if actions.ndim != 2 or actions.shape[0] < self.chunk_length or actions.shape[1] != self.action_dim:
             raise RemoteSaid(f"actions have shape {list(actions.shape)}, expected {expected}")
-        chunk = actions[: self.chunk_length].astype(np.float32)
+        chunk = actions[: self.chunk_length].astype(self.action_dtype)
         if not np.all(np.isfinite(chunk)):
             raise RemoteSaid("actions are not finite")
         return chunk

@@ -19,9 +19,11 @@ as data, one step at a time, and `RemoteBackend` applies them:
   when the size differs; `cv2_area`: OpenCV's INTER_AREA stretch, always), a state vector's
   `shape` and its `normalize`ation with statistics from a sealed JSON file of the checkpoint.
 
-Every step's output is float32, computed in float64 from float32 inputs (the chunk the server
-answered is float32 once checked); `to_absolute` rounds each row to float32 before it is the base
-of the next, as numpy does when StarVLA's client writes into a float32 array.
+Every step computes in float64 and outputs the chunk's dtype, the checkpoint's `action_dtype` (the
+chunk the server answered is in it once checked): float32 by default, rounded after each step;
+float64 where the harness's client keeps float64 (StarVLA's RoboTwin `rel` adds float32 offsets to
+its float64 state). `to_absolute` rounds each row to that dtype before it is the base of the next,
+as numpy does when StarVLA's `delta` client writes into its float32 array.
 `docs/remote.md` defines each step and cites the harness lines each reproduces.
 """
 
@@ -40,9 +42,9 @@ import numpy as np
 import numpy.typing as npt
 
 from evalfleet.policy_api.errors import BackendFailed
-from inference_server.backends.contract import History, Observation
+from inference_server.backends.contract import Actions, History, Observation
 
-Chunk = npt.NDArray[np.float32]
+Chunk = Actions
 Vector = npt.NDArray[np.float64]
 
 REPLY_OPS = ("affine", "invert", "sign", "binarize", "reorder", "to_absolute")
@@ -221,15 +223,16 @@ def stateless(step: ReplyStep, chunk: Chunk) -> Chunk:
         y = np.where(hit, step.then, step.otherwise)
     else:
         raise TypeError(f"{step!r} needs the session's state")
-    out[:, list(step.dims)] = y.astype(np.float32)
+    out[:, list(step.dims)] = y.astype(chunk.dtype)
     return out
 
 
 def to_absolute(deltas: Chunk, base: Vector, cumulative: bool) -> Chunk:
-    """Rows of `deltas` onto `base`; cumulative: row i is the base of row i + 1, as float32."""
-    out = np.empty_like(deltas, dtype=np.float32)
+    """Rows of `deltas` onto `base`, in float64, each rounded to the deltas' dtype; cumulative: row
+    i, so rounded, is the base of row i + 1."""
+    out = np.empty_like(deltas)
     for i, row in enumerate(deltas):
-        out[i] = (row.astype(np.float64) + base).astype(np.float32)
+        out[i] = (row.astype(np.float64) + base).astype(deltas.dtype)
         if cumulative:
             base = out[i].astype(np.float64)
     return out

@@ -21,27 +21,35 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-import numpy.typing as npt
-
 from evalfleet.policy_api.errors import BackendFailed, RemoteUnavailable
 from evalfleet.v1 import policy_pb2
-from inference_server.backends.contract import History
+from inference_server.backends.contract import Actions, History
 from inference_server.backends.remote.dialect import Connection, EpisodeConnection, RemoteDown, RemoteSaid
 
 
 def episode_start(episode: policy_pb2.EpisodeMeta) -> dict[str, Any]:
-    """The EPISODE_START payload: vla-eval's `{"task": {...}}`, whose `name` is the instruction
-    (as vla-eval's LIBERO benchmark names its tasks)."""
-    return {
-        "task": {
-            "name": episode.instruction,
-            "benchmark": episode.benchmark,
-            "task": episode.task,
-            "setting": episode.setting,
-            "episode_id": episode.episode_id,
-        }
+    """The EPISODE_START payload: vla-eval's `{"task": {...}}` as its own client sends it
+    (vla_eval/runners/sync_runner.py:43-53: the task's str, int, float, bool and list values), with
+    vla-eval's keys for what the episode's numbering says: `name`, the instruction (vla-eval's
+    LIBERO task name is the task's language, vla_eval/benchmarks/libero/benchmark.py:162-175),
+    `suite`, `task_id` and `episode_idx` (the orchestrator adds the last, orchestrator.py:430-434).
+    Model servers read them: vla-eval's dexbotic CogACT server picks its chunk size by `suite`
+    (model_servers/dexbotic/cogact.py:159-170). evalfleet's own names for the episode follow
+    (`benchmark`, `task`, `setting`, `episode_id`), keys vla-eval's LIBERO tasks do not have."""
+    task: dict[str, Any] = {"name": episode.instruction}
+    if episode.suite:
+        task["suite"] = episode.suite
+    if episode.HasField("task_index"):
+        task["task_id"] = episode.task_index
+    if episode.HasField("episode_index"):
+        task["episode_idx"] = episode.episode_index
+    task |= {
+        "benchmark": episode.benchmark,
+        "task": episode.task,
+        "setting": episode.setting,
+        "episode_id": episode.episode_id,
     }
+    return {"task": task}
 
 
 @dataclass
@@ -66,7 +74,7 @@ class EpisodeConnections:
         where: str,
         capacity: int,
         connect: Callable[[float], Connection],
-        check: Callable[[object], npt.NDArray[np.float32]],
+        check: Callable[[object], Actions],
     ) -> None:
         self.where = where
         self.capacity = capacity
@@ -77,7 +85,7 @@ class EpisodeConnections:
         # Connections opened but not yet given to a session (the one that pinned the handshake at load).
         self.idle: list[Connection] = []
 
-    def step(self, request: dict[str, Any], history: History, timeout_s: float) -> npt.NDArray[np.float32]:
+    def step(self, request: dict[str, Any], history: History, timeout_s: float) -> Actions:
         """One step of `history.session_id` on its connection; raises typed policy errors."""
         session = self._session(history.session_id)
         with session.lock:

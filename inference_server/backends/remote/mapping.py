@@ -9,7 +9,7 @@ entry, so the mapping is part of the identity record like every other setting:
     "request": [
       {"key": "observation/image", "camera": "agentview", "resize_with_pad": [224, 224]},
       {"key": "observation/state", "state": ["robot0_eef_pos",
-                                              {"name": "robot0_eef_quat", "as": "axisangle"},
+                                              {"name": "robot0_eef_quat", "as": "axisangle_robosuite"},
                                               "robot0_gripper_qpos"]},
       {"key": "prompt", "instruction": true}
     ]
@@ -22,12 +22,18 @@ resized with `resize` (the harnesses' methods, `client_steps.py`) or `resize_wit
 (openpi's letterbox, the same as `resize` with method `letterbox`); a state vector can be
 normalized with sealed statistics (`normalize`) and reshaped (`shape: [1, -1]`, StarVLA's per-example
 state). Optional settings, like every other, are sealed, so they are in the digest.
+
+A quaternion's axis-angle is computed as each harness computes it, bit for bit: `axisangle_robosuite`
+is robosuite's `quat2axisangle`, which openpi's, StarVLA's and OpenVLA-OFT's LIBERO clients use
+(float64); `axisangle_vlaeval` and `axisangle_vlaeval_no_antipodal` are vla-eval's LIBERO
+benchmark's two (float32, antipodal or not). `axisangle` is evalfleet's own formula, the same
+rotation in another operation order, kept so that checkpoints sealed with it keep their digests.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,8 +45,16 @@ from inference_server.backends.contract import History, Observation
 from inference_server.backends.remote import client_steps
 from inference_server.backends.remote.client_steps import Normalize, Resize
 
-# How a state part can be transformed on its way out; robosuite's quaternions are x, y, z, w.
-STATE_TRANSFORMS = ("identity", "axisangle")
+# How a state part can be transformed on its way out; robosuite's quaternions are x, y, z, w. Each
+# axis-angle transform but evalfleet's own `axisangle` is one harness's function, bit for bit (its
+# formula, its operation order, its dtype): see `AXISANGLE`.
+STATE_TRANSFORMS = (
+    "identity",
+    "axisangle",
+    "axisangle_robosuite",
+    "axisangle_vlaeval",
+    "axisangle_vlaeval_no_antipodal",
+)
 STATE_DTYPES = ("float32", "float64")
 
 
@@ -78,12 +92,71 @@ class Entry:
 
 def quat_to_axisangle(quat: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
     """An x, y, z, w unit quaternion as an axis-angle vector (axis times angle in radians); zero for
-    the identity rotation."""
+    the identity rotation. evalfleet's own formula (`as: axisangle`): the same rotation as
+    robosuite's, but its operation order differs, so about 7 in 10 random quaternions come out 1 ulp
+    or more away from it; the harnesses' own are the transforms below."""
     w = min(1.0, max(-1.0, float(quat[3])))
     sin_half = math.sqrt(1.0 - w * w)
     if math.isclose(sin_half, 0.0):
         return np.zeros(3)
     return np.asarray(quat[:3], dtype=np.float64) * (2.0 * math.acos(w) / sin_half)
+
+
+def robosuite_axisangle(quat: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    """robosuite's `quat2axisangle` (robosuite 1.4.0, robosuite/utils/transform_utils.py:490-512),
+    the function openpi's LIBERO client (openpi examples/libero/main.py, `_quat2axisangle`), StarVLA's
+    (examples/simBenchmarks/LIBERO/eval_files/eval_libero.py) and OpenVLA-OFT's copy, restated: w
+    clipped to [-1, 1]; den = sqrt(1 - w * w); the zero vector where den is 0 (robosuite's
+    `math.isclose(den, 0.0)`, whose default tolerances hold only at 0); else x, y, z times 2.0, times
+    acos(w) (Python's math.acos), divided by den, in that order; float64. Unlike robosuite it never
+    writes the clipped w back into its argument."""
+    xyz = np.asarray(quat[:3], dtype=np.float64)
+    w = min(1.0, max(-1.0, float(quat[3])))
+    den = math.sqrt(1.0 - w * w)
+    if den == 0.0:
+        return np.zeros(3)
+    result: npt.NDArray[np.float64] = xyz * 2.0 * math.acos(w) / den
+    return result
+
+
+def vlaeval_axisangle(quat: npt.NDArray[np.float64]) -> npt.NDArray[np.float32]:
+    """vla-eval's `quat_to_axisangle` (vla-eval 0.8.0, vla_eval/rotation.py:140-148), the state its
+    LIBERO benchmark sends unless the model server's HELLO asks `quat_no_antipodal`
+    (vla_eval/benchmarks/libero/benchmark.py:118, 249-256), restated: the antipodal quaternion where
+    w < 0 (so the angle is at most pi); w clipped to [-1, 1]; sin_half = numpy's sqrt(1 - w * w);
+    float32 zeros where sin_half < 1e-8; else x, y, z divided by sin_half, times 2.0 * numpy's
+    arccos(w), in that order, rounded to float32."""
+    q = np.asarray(quat, dtype=np.float64)
+    if q[3] < 0:
+        q = -q
+    w = float(np.clip(q[3], -1.0, 1.0))
+    sin_half = np.sqrt(1.0 - w * w)
+    if sin_half < VLAEVAL_SIN_HALF_ZERO:
+        return np.zeros(3, dtype=np.float32)
+    angle = 2.0 * np.arccos(w)
+    result: npt.NDArray[np.float32] = (q[:3] / sin_half * angle).astype(np.float32)
+    return result
+
+
+def vlaeval_no_antipodal_axisangle(quat: npt.NDArray[np.float64]) -> npt.NDArray[np.float32]:
+    """What vla-eval's LIBERO benchmark sends when the model server's HELLO asks
+    `quat_no_antipodal` (vla-eval 0.8.0, vla_eval/benchmarks/libero/benchmark.py:32-42,
+    `_quat_to_axisangle_robosuite`): robosuite's formula and order (`robosuite_axisangle`), rounded
+    to float32 (its zero vector too)."""
+    return robosuite_axisangle(quat).astype(np.float32)
+
+
+# vla_eval/rotation.py:145: below this sin(angle / 2), vla-eval's axis-angle is the zero vector.
+VLAEVAL_SIN_HALF_ZERO = 1e-8
+# Each axis-angle transform, by the `as` that names it. A part's output joins the entry's vector with
+# its own dtype, as the harnesses' np.concatenate does (vla-eval's float32 axis-angle beside float64
+# positions: a float64 vector whose axis-angle values are float32's), then the entry's `dtype` applies.
+AXISANGLE: dict[str, Callable[[npt.NDArray[np.float64]], npt.NDArray[np.floating[Any]]]] = {
+    "axisangle": quat_to_axisangle,
+    "axisangle_robosuite": robosuite_axisangle,
+    "axisangle_vlaeval": vlaeval_axisangle,
+    "axisangle_vlaeval_no_antipodal": vlaeval_no_antipodal_axisangle,
+}
 
 
 def _state_part(raw: object, where: str) -> StatePart:
@@ -181,7 +254,7 @@ def parse_entry(raw: object, where: str) -> Entry:
 
 
 def _state_length(entry: Entry, state: Mapping[str, int]) -> int:
-    return sum(3 if p.transform == "axisangle" else state[p.name] for p in entry.state)
+    return sum(3 if p.transform in AXISANGLE else state[p.name] for p in entry.state)
 
 
 def parse_request(
@@ -214,7 +287,7 @@ def _parse_request(
         for part in entry.state:
             if part.name not in state:
                 raise MappingError(f"{where}.state names {part.name!r}, which is not a declared state entry")
-            if part.transform == "axisangle" and state[part.name] != 4:
+            if part.transform in AXISANGLE and state[part.name] != 4:
                 raise MappingError(f"{where}.state {part.name!r} is not a quaternion (length {state[part.name]})")
         checked.append(_with_state_steps(entry, raw[i], where, state, files) if entry.state else entry)
     entries = tuple(checked)
@@ -250,7 +323,7 @@ def _image(entry: Entry, image: npt.NDArray[np.generic]) -> npt.NDArray[np.gener
 
 
 def _state(entry: Entry, state: Mapping[str, npt.NDArray[np.float64]]) -> npt.NDArray[np.floating[Any]]:
-    parts = [quat_to_axisangle(state[p.name]) if p.transform == "axisangle" else state[p.name] for p in entry.state]
+    parts = [AXISANGLE[p.transform](state[p.name]) if p.transform in AXISANGLE else state[p.name] for p in entry.state]
     vector: npt.NDArray[np.floating[Any]] = np.concatenate(parts).astype(entry.state_dtype)
     if entry.normalize is not None:
         vector = client_steps.normalize(vector, entry.normalize)
