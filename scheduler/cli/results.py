@@ -1,10 +1,12 @@
-"""Reading results: `summary` of one submission and `compare` of two over the same manifests.
+"""Reading results: `summary` of one submission and `compare` of two over the same trials.
 
 Both print a table or, with ``--json``, a document; `summary` can also write RESULTS.json, a CSV
 and a bar chart. Every rate comes with its 95% Wilson interval; `compare` adds, per task x setting,
 per setting and overall, the difference with its 95% interval and a test, and says in words whether
-it is significant. The messages are fetched here; the documents, rows and charts are built from
-them by ``scheduler.results``, ``scheduler.report``, ``scheduler.differences`` and ``scheduler.plots``.
+it is significant, and names what differs between the two (``scheduler.factors``). The messages,
+and the manifests one side lacks (to pair them by trial identity), are fetched here; the documents,
+rows and charts are built from them by ``scheduler.results``, ``scheduler.report``,
+``scheduler.differences`` and ``scheduler.plots``.
 """
 
 from __future__ import annotations
