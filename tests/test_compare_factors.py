@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,7 +22,7 @@ from procs import cli, one_line_refusal
 
 from benchmarks.synthetic.manifest import build_synthetic
 from evalfleet.scheduler_api.client import SchedulerClient
-from manifests.format import Manifest, build
+from manifests.format import Manifest, build, write
 
 stats = pytest.importorskip("scipy.stats", reason="the reference values come from scipy (pip install evalfleet[test])")
 pytestmark = pytest.mark.timeout(120)
@@ -100,12 +101,23 @@ def test_compare_names_the_policy_side_factor_and_both_values(scheduler):
     assert "NOTE 2 factors differ at once (checkpoint, execute_steps)" in both
 
 
-def test_the_same_trials_under_two_stacks_pair_by_trial_and_say_the_stack_differs(scheduler):
+def _shown(manifest: Manifest, tmp_path: Path) -> dict[str, str]:
+    """`scheduler manifest show`'s trials and stack id lines."""
+    run = cli("manifest", "show", str(write(manifest, tmp_path)))
+    assert run.returncode == 0, run.stderr
+    lines = dict(line.split(None, 1) for line in run.stdout.splitlines() if line.startswith(("trials", "stack id")))
+    return {key: value.removeprefix("id").strip() for key, value in lines.items()}
+
+
+def test_the_same_trials_under_two_stacks_pair_by_trial_and_say_the_stack_differs(scheduler, tmp_path):
     client = scheduler.client()
     env = {"EVALFLEET_SCHEDULER": scheduler.address}
     under_a = [_under(m, STACK_A) for m in _manifests()]
     under_b = [_under(m, STACK_B) for m in _manifests()]
     assert {m.hash for m in under_a}.isdisjoint(m.hash for m in under_b)
+    shown_a, shown_b = _shown(under_a[0], tmp_path), _shown(under_b[0], tmp_path)
+    assert shown_a["trials"] == shown_b["trials"] and shown_a["stack"] != shown_b["stack"]
+    assert shown_a["trials"] != _shown(under_a[1], tmp_path)["trials"]
     runs = {
         "stack-a": (under_a, lambda i: i < 6),
         "stack-b": (under_b, lambda i: i < 3),  # 3 discordant per manifest, all for A
