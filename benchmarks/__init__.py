@@ -4,7 +4,9 @@ Adapters and builders for real simulators import heavy packages (robosuite, MuJo
 only some machines have, so ``REGISTRY`` names each by module path and imports it on first use: a
 worker serving only `synthetic` never needs LIBERO installed, and the scheduler's
 ``manifest build`` (``scheduler.cli.manifests``) loads a builder, never episode code, and only the
-one asked for. Both read this one table.
+one asked for. Both read this one table, and so does `scheduler compare`: ``stack_computed`` names
+the entry fields a benchmark's scan computes with the simulator (``manifests.trials``), which the
+trial identity leaves out.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from types import ModuleType
 from typing import cast
 
 from benchmarks.base import Benchmark, BenchmarkError
+from manifests import trials
+from manifests.format import Manifest
 
 
 @dataclass(frozen=True)
@@ -26,11 +30,27 @@ class Registered:
     # A module with `add_build_arguments(parser)` and `build_manifests(args)`, apart from the
     # adapter; None: the scheduler CLI builds the benchmark's manifests itself (synthetic).
     builder_module: str | None
+    # Entry fields the scan computes with the simulator, so another stack records other values for
+    # the same trial; the trial identity leaves them out (``manifests.trials``). Everything else in
+    # an entry is a choice of the trial.
+    stack_computed: tuple[str, ...] = ()
 
 
+# LIBERO: the fixture poses and the solver warm start its reset left (benchmarks/libero/build.py),
+# and the digest of the rendered first observation; RoboTwin: that digest.
 REGISTRY: dict[str, Registered] = {
-    "libero": Registered("benchmarks.libero.adapter", "LiberoBenchmark", "benchmarks.libero.build"),
-    "robotwin": Registered("benchmarks.robotwin.adapter", "RoboTwinBenchmark", "benchmarks.robotwin.build"),
+    "libero": Registered(
+        "benchmarks.libero.adapter",
+        "LiberoBenchmark",
+        "benchmarks.libero.build",
+        ("fixture_poses", "qacc_warmstart", "initial_observation_digest"),
+    ),
+    "robotwin": Registered(
+        "benchmarks.robotwin.adapter",
+        "RoboTwinBenchmark",
+        "benchmarks.robotwin.build",
+        ("initial_observation_digest",),
+    ),
     "synthetic": Registered("benchmarks.synthetic.adapter", "SyntheticBenchmark", None),
 }
 
@@ -62,3 +82,15 @@ def manifest_builder(name: str) -> ModuleType:
     if module is None:
         raise BenchmarkError(f"benchmark {name!r} has no manifest builder module", field="benchmark")
     return importlib.import_module(module)
+
+
+def stack_computed(benchmark: str) -> tuple[str, ...]:
+    """The entry fields ``benchmark``'s scan computes with the simulator; none for a benchmark this
+    registry does not know (its whole entries must then be equal)."""
+    registered = REGISTRY.get(benchmark)
+    return registered.stack_computed if registered is not None else ()
+
+
+def trial_identity(manifest: Manifest) -> str:
+    """The manifest's trials, whatever stack it was built under (``manifests.trials``)."""
+    return trials.trial_identity(manifest, stack_computed(manifest.benchmark))

@@ -32,7 +32,7 @@ def _remote_key(group: pb.EpisodeProvenance) -> RemoteKey | None:
     return (remote.dialect, remote.url, remote.handshake_sha256, remote.sealed)
 
 
-def _tally(summary: pb.GetSummaryResponse) -> tuple[Counter[int | None], Counter[RemoteKey | None]]:
+def tally(summary: pb.GetSummaryResponse) -> tuple[Counter[int | None], Counter[RemoteKey | None]]:
     """Episodes by execute_steps (None: not recorded) and by remote (None: served in-process)."""
     steps: Counter[int | None] = Counter()
     remotes: Counter[RemoteKey | None] = Counter()
@@ -44,7 +44,7 @@ def _tally(summary: pb.GetSummaryResponse) -> tuple[Counter[int | None], Counter
 
 def document(summary: pb.GetSummaryResponse) -> dict[str, Any]:
     """The provenance section of RESULTS.json and of the dashboard's submission entry."""
-    steps, remotes = _tally(summary)
+    steps, remotes = tally(summary)
     recorded = sorted(value for value in steps if value is not None)
     served = [key for key in remotes if key is not None]
     return {
@@ -70,7 +70,7 @@ def document(summary: pb.GetSummaryResponse) -> dict[str, Any]:
 
 def marks(summary: pb.GetSummaryResponse) -> list[str]:
     """One line per thing a reader of the scores must know, empty when there is none."""
-    steps, remotes = _tally(summary)
+    steps, remotes = tally(summary)
     total = sum(remotes.values())
     lines: list[str] = []
     unsealed = {key: n for key, n in remotes.items() if key is not None and not key[3]}
@@ -81,7 +81,7 @@ def marks(summary: pb.GetSummaryResponse) -> list[str]:
             f"server ({where}) whose weights evalfleet cannot hash"
         )
     if len(remotes) > 1:
-        served = "; ".join(f"{_server_name(key)}: {remotes[key]} episodes" for key in sorted(remotes, key=_order))
+        served = "; ".join(f"{server_name(key)}: {remotes[key]} episodes" for key in sorted(remotes, key=_order))
         lines.append(f"episodes were served by {len(remotes)} different policy servers or handshakes ({served})")
     recorded = sorted(value for value in steps if value is not None)
     if len(recorded) > 1:
@@ -92,7 +92,7 @@ def marks(summary: pb.GetSummaryResponse) -> list[str]:
     return lines
 
 
-def _server_name(key: RemoteKey | None) -> str:
+def server_name(key: RemoteKey | None) -> str:
     return "in-process" if key is None else f"{key[0]} {key[1]} handshake {key[2][:12] or '(none)'}"
 
 

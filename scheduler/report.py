@@ -12,20 +12,31 @@ by benchmark, task and setting, are compared as independent samples, and say so.
 submission's rates cover only its completed episodes, so comparing one is refused unless the caller
 asks for it, and then every row says which side is incomplete; a paired difference covers the
 episodes both sides completed.
+
+The pairing is by trial. Two manifests with the same hash are the same trials; two with different
+hashes are too when their trial identities (``manifests.trials``: everything but the simulator
+stack and what the simulator computed during the scan) are equal, which is how the same trials
+built under two stacks pair: each such pair is a ``StackLink``, and the comparison says which
+distributions differ. A manifest of one submission without such a twin in the other refuses the
+paired comparison, as before. What else differs between the two submissions (checkpoint,
+actions per chunk, policy server) is ``scheduler.factors``.
 """
 
 from __future__ import annotations
 
 import csv
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from benchmarks import stack_computed, trial_identity
 from evalfleet.scheduler_api.errors import PreconditionFailed
 from evalfleet.scheduler_api.vocabulary import success_rate, wilson_interval
 from evalfleet.v1 import scheduler_pb2 as pb
+from manifests.format import Manifest, verify
+from manifests.trials import computed_differences, stack_differences, stack_id
 from scheduler.differences import Difference, PairedCounts, paired_difference, unpaired_difference
 
 CSV_COLUMNS = (
@@ -185,6 +196,35 @@ class GroupDifference:
 
 
 @dataclass(frozen=True)
+class StackLink:
+    """A manifest of A and one of B with different hashes and the same trials: the same trials
+    built under two simulator stacks, their episodes paired by index."""
+
+    a: Manifest
+    b: Manifest
+    trial_identity: str
+
+    @property
+    def stack_a(self) -> str:
+        return stack_id(self.a.data["versions"])
+
+    @property
+    def stack_b(self) -> str:
+        return stack_id(self.b.data["versions"])
+
+    @property
+    def distributions(self) -> list[str]:
+        """The recorded versions that differ, "mujoco 2.3.7 vs 3.1.6" (empty: only the manifests'
+        stack-computed fields differ)."""
+        return stack_differences(self.a.data["versions"], self.b.data["versions"])
+
+    @property
+    def computed(self) -> dict[str, int]:
+        """Per field the simulator computed in the scan, the entries whose values differ."""
+        return computed_differences(self.a, self.b, stack_computed(self.a.benchmark))
+
+
+@dataclass(frozen=True)
 class Comparison:
     """Two submissions row by row, and the differences per setting and overall."""
 
@@ -195,6 +235,8 @@ class Comparison:
     # Unpaired only: task x setting rows one submission has and the other lacks (not compared).
     only_a: list[pb.ManifestSummary] = field(default_factory=list)
     only_b: list[pb.ManifestSummary] = field(default_factory=list)
+    # Paired only: the manifest pairs matched by trial identity across two stacks, by A's hash.
+    links: dict[str, StackLink] = field(default_factory=dict)
 
     def by_setting(self) -> list[GroupDifference]:
         groups: dict[tuple[str, str], list[ComparedRow]] = defaultdict(list)
@@ -222,26 +264,29 @@ def _unpaired(a: Iterable[pb.ManifestSummary], b: Iterable[pb.ManifestSummary]) 
     )
 
 
+def unmatched_hashes(a: pb.GetSummaryResponse, b: pb.GetSummaryResponse) -> list[str]:
+    """The manifests one submission evaluates and the other does not: those ``compare`` needs to
+    read to pair them by trial identity."""
+    hashes_a = {m.manifest_hash for m in a.manifests}
+    hashes_b = {m.manifest_hash for m in b.manifests}
+    return sorted(hashes_a ^ hashes_b)
+
+
 def compare(
-    a: pb.GetSummaryResponse, b: pb.GetSummaryResponse, allow_incomplete: bool, unpaired: bool = False
+    a: pb.GetSummaryResponse,
+    b: pb.GetSummaryResponse,
+    allow_incomplete: bool,
+    unpaired: bool = False,
+    manifests: Mapping[str, Manifest] | None = None,
 ) -> Comparison:
-    """Pairs the two submissions' results episode by episode; refuses what would mislead.
+    """Pairs the two submissions' results trial by trial; refuses what would mislead.
 
     The summaries must list their episodes (``GetSummaryRequest.include_episodes``) for a paired
-    comparison. ``unpaired`` compares rows matched by benchmark, task and setting as independent
-    samples, whatever their manifests.
+    comparison. Manifests of one submission that the other lacks pair with a twin of the same
+    trial identity; ``manifests`` holds them by hash (``unmatched_hashes``). ``unpaired`` compares
+    rows matched by benchmark, task and setting as independent samples, whatever their manifests.
     """
-    hashes_a = [m.manifest_hash for m in a.manifests]
-    hashes_b = [m.manifest_hash for m in b.manifests]
-    if sorted(hashes_a) != sorted(hashes_b) and not unpaired:
-        only_a = sorted(set(hashes_a) - set(hashes_b))
-        only_b = sorted(set(hashes_b) - set(hashes_a))
-        raise PreconditionFailed(
-            f"{a.submission_id} and {b.submission_id} evaluate different manifests"
-            f" (only in the first: {len(only_a)}, only in the second: {len(only_b)}); their episodes do not pair"
-            " (pass --unpaired to compare them as independent samples, marked)",
-            field="manifests",
-        )
+    links = {} if unpaired else _stack_links(a, b, manifests or {})
     incomplete = [s.submission_id for s in (a, b) if not s.complete]
     if incomplete and not allow_incomplete:
         raise PreconditionFailed(
@@ -259,11 +304,56 @@ def compare(
                     " fetch it with include_episodes=True to pair them"
                 )
     by_hash = {m.manifest_hash: m for m in b.manifests}
-    rows = [
-        ComparedRow(m.benchmark, m.task, m.setting, m, by_hash[m.manifest_hash], _pairs(m, by_hash[m.manifest_hash]))
-        for m in a.manifests
-    ]
-    return Comparison(a, b, paired=True, rows=rows)
+    rows = []
+    for m in a.manifests:
+        twin = by_hash[links[m.manifest_hash].b.hash if m.manifest_hash in links else m.manifest_hash]
+        rows.append(ComparedRow(m.benchmark, m.task, m.setting, m, twin, _pairs(m, twin)))
+    return Comparison(a, b, paired=True, rows=rows, links=links)
+
+
+def _stack_links(
+    a: pb.GetSummaryResponse, b: pb.GetSummaryResponse, manifests: Mapping[str, Manifest]
+) -> dict[str, StackLink]:
+    """A's manifests that B lacks, each linked to B's manifest of the same trials; refused unless
+    every manifest either side lacks has exactly one twin."""
+    hashes_a = {m.manifest_hash for m in a.manifests}
+    hashes_b = {m.manifest_hash for m in b.manifests}
+    only_a, only_b = sorted(hashes_a - hashes_b), sorted(hashes_b - hashes_a)
+    if not only_a and not only_b:
+        return {}
+    missing = [h for h in (*only_a, *only_b) if h not in manifests]
+    if missing:
+        raise ValueError(f"compare needs manifest {missing[0]} to pair it by trial identity (see unmatched_hashes)")
+    trials_a = _by_trials(only_a, manifests)
+    trials_b = _by_trials(only_b, manifests)
+    if trials_a is None or trials_b is None or set(trials_a) != set(trials_b):
+        unmatched_a = len(only_a) if trials_a is None else len(set(trials_a) - set(trials_b or {}))
+        unmatched_b = len(only_b) if trials_b is None else len(set(trials_b) - set(trials_a or {}))
+        raise PreconditionFailed(
+            f"{a.submission_id} and {b.submission_id} evaluate different manifests"
+            f" (only in the first: {len(only_a)}, only in the second: {len(only_b)}) and not the same trials"
+            f" (without a twin of the same trial identity: {unmatched_a} and {unmatched_b}); their episodes do not"
+            " pair (pass --unpaired to compare them as independent samples, marked)",
+            field="manifests",
+        )
+    return {
+        trials_a[identity].hash: StackLink(trials_a[identity], trials_b[identity], identity) for identity in trials_a
+    }
+
+
+def _by_trials(hashes: Iterable[str], manifests: Mapping[str, Manifest]) -> dict[str, Manifest] | None:
+    """The manifests by trial identity; None when two of them fix the same trials (no twin would
+    be the one)."""
+    found: dict[str, Manifest] = {}
+    for manifest_hash in hashes:
+        manifest = verify(manifests[manifest_hash])
+        if manifest.hash != manifest_hash:
+            raise ValueError(f"the manifest given for {manifest_hash} is {manifest.hash}")
+        identity = trial_identity(manifest)
+        if identity in found:
+            return None
+        found[identity] = manifest
+    return found
 
 
 def _pairs(a: pb.ManifestSummary, b: pb.ManifestSummary) -> PairedCounts:

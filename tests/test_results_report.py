@@ -169,7 +169,7 @@ def test_compare_pairs_episodes_and_says_whether_the_difference_is_significant(s
     )
 
     human = cli("compare", "base", "same", env=env).stdout
-    assert "paired by episode" in human and "overall: +5.0 pts" in human and "not significant" in human
+    assert "paired by trial (same manifests" in human and "overall: +5.0 pts" in human and "not significant" in human
     assert f"exact McNemar p = {all_p:.3g}" in human
 
 

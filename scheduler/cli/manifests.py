@@ -15,10 +15,11 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING
 
-from benchmarks import manifest_builder, names_with_builder
+from benchmarks import manifest_builder, names_with_builder, trial_identity
 from benchmarks.synthetic.manifest import build_synthetic
 from manifests import format as manifest_format
 from manifests.presets import describe as describe_preset
+from manifests.trials import stack_id
 from scheduler.cli.common import EXIT_BAD_INPUT, UsageError, print_json
 
 if TYPE_CHECKING:
@@ -149,6 +150,9 @@ def cmd_manifest_show(args: argparse.Namespace) -> int:
     print(f"task       {manifest.task}")
     print(f"setting    {manifest.setting}")
     print(f"episodes   {len(manifest)}")
+    # The same trials built under another stack show the same trials line (scheduler compare pairs them).
+    print(f"trials     {trial_identity(manifest)}")
+    print(f"stack id   {stack_id(manifest.data['versions'])}")
     for line in describe_preset(manifest.data["protocol"], manifest.data["versions"]):
         print(line)
     for key in ("protocol", "versions", "source"):

@@ -1,10 +1,12 @@
-"""Reading results: `summary` of one submission and `compare` of two over the same manifests.
+"""Reading results: `summary` of one submission and `compare` of two over the same trials.
 
 Both print a table or, with ``--json``, a document; `summary` can also write RESULTS.json, a CSV
 and a bar chart. Every rate comes with its 95% Wilson interval; `compare` adds, per task x setting,
 per setting and overall, the difference with its 95% interval and a test, and says in words whether
-it is significant. The messages are fetched here; the documents, rows and charts are built from
-them by ``scheduler.results``, ``scheduler.report``, ``scheduler.differences`` and ``scheduler.plots``.
+it is significant, and names what differs between the two (``scheduler.factors``). The messages,
+and the manifests one side lacks (to pair them by trial identity), are fetched here; the documents,
+rows and charts are built from them by ``scheduler.results``, ``scheduler.report``,
+``scheduler.differences`` and ``scheduler.plots``.
 """
 
 from __future__ import annotations
@@ -27,7 +29,8 @@ from evalfleet.scheduler_api.vocabulary import (
     wilson_interval,
 )
 from evalfleet.v1 import scheduler_pb2 as pb
-from scheduler import provenance, report
+from manifests import format as manifest_format
+from scheduler import factors, provenance, report
 from scheduler.cli.common import UsageError, add_client_command, connect, console, print_json
 from scheduler.differences import Difference
 from scheduler.results import results_document, write_results
@@ -184,19 +187,25 @@ def cmd_compare(args: argparse.Namespace) -> int:
         episodes = not args.unpaired
         a = client.summary(args.submission_a, include_episodes=episodes)
         b = client.summary(args.submission_b, include_episodes=episodes)
-    comparison = report.compare(a, b, args.allow_incomplete, unpaired=args.unpaired)
+        # Manifests one side lacks may be the other's trials under another stack: read them to pair.
+        unmatched = [] if args.unpaired else report.unmatched_hashes(a, b)
+        manifests = {h: manifest_format.parse(client.get_manifest(h), expected_hash=h) for h in unmatched}
+    comparison = report.compare(a, b, args.allow_incomplete, unpaired=args.unpaired, manifests=manifests)
+    differing = factors.factors(comparison)
     if plots is not None:
         plots.plot_comparison(args.plot, comparison)
     if args.json:
-        print_json(_comparison_json(comparison))
+        print_json(_comparison_json(comparison, differing))
         return 0
-    method = (
-        "paired by episode (same manifests): exact McNemar test, Newcombe paired interval"
-        if comparison.paired
-        else "UNPAIRED (compared as independent samples): Fisher exact test, Newcombe hybrid score interval"
-    )
     title = f"{_marked(a)} vs {_marked(b)}" + ("" if comparison.paired else " (UNPAIRED)")
-    lines = [f"difference = {b.submission_id} - {a.submission_id} in points, 95% CI; {method}"]
+    tests, pairing = _method(comparison)
+    lines = [f"difference = {b.submission_id} - {a.submission_id} in points, 95% CI; {tests}", pairing]
+    lines += [f"differs: {factor.text()}" for factor in differing]
+    if not differing and comparison.paired:
+        lines.append("differs: nothing recorded (same checkpoint, execute_steps, policy server and manifests)")
+    if len(differing) > 1:
+        names = ", ".join(factor.name for factor in differing)
+        lines.append(f"NOTE {len(differing)} factors differ at once ({names}): the gap is not down to one of them")
     for group in [*comparison.by_setting(), comparison.overall()]:
         name = f"{group.benchmark} {group.setting}" if group.setting else "overall"
         lines.append(f"{name}: {'-' if group.difference is None else group.difference.verdict()}")
@@ -212,6 +221,26 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return 0
 
 
+def _pairing(comparison: report.Comparison) -> str:
+    if not comparison.paired:
+        return "unpaired"
+    return "same trials, other stack" if comparison.links else "same manifests"
+
+
+def _method(comparison: report.Comparison) -> tuple[str, str]:
+    """The tests, and how the episodes were paired, in words."""
+    if not comparison.paired:
+        return ("Fisher exact test, Newcombe hybrid score interval", "UNPAIRED (compared as independent samples)")
+    tests = "exact McNemar test, Newcombe paired interval"
+    if not comparison.links:
+        return (tests, "paired by trial (same manifests, episode by episode)")
+    return (
+        tests,
+        f"paired by trial (same trials, other manifests): {len(comparison.links)} of {len(comparison.rows)}"
+        " manifests matched by trial identity to the same trials built under another simulator stack",
+    )
+
+
 def _difference_cells(difference: Difference | None) -> tuple[str, str, str, str]:
     if difference is None:
         return ("-", "-", "-", "-")
@@ -222,18 +251,33 @@ def _difference_cells(difference: Difference | None) -> tuple[str, str, str, str
     return (f"{100.0 * difference.estimate:+.1f} pts", interval, f"{difference.p_value:.3g}", significant)
 
 
-def _comparison_json(comparison: report.Comparison) -> dict[str, Any]:
+def _comparison_json(comparison: report.Comparison, differing: list[factors.Factor]) -> dict[str, Any]:
     a, b = comparison.a, comparison.b
     return {
         "a": {"submission_id": a.submission_id, "checkpoint": a.checkpoint, "complete": a.complete},
         "b": {"submission_id": b.submission_id, "checkpoint": b.checkpoint, "complete": b.complete},
         "paired": comparison.paired,
+        "pairing": _pairing(comparison),
+        "factors": [{"name": f.name, "a": f.a, "b": f.b, "details": f.details, "text": f.text()} for f in differing],
+        "stack_links": [
+            {
+                "manifest_a": link.a.hash,
+                "manifest_b": link.b.hash,
+                "trial_identity": link.trial_identity,
+                "stack_a": link.stack_a,
+                "stack_b": link.stack_b,
+                "distributions": link.distributions,
+                "stack_computed_differences": link.computed,
+            }
+            for link in comparison.links.values()
+        ],
         "rows": [
             {
                 "benchmark": row.benchmark,
                 "task": row.task,
                 "setting": row.setting,
                 "manifest_hash": row.a.manifest_hash,
+                "manifest_hash_b": row.b.manifest_hash,
                 "a": _side([row.a]),
                 "b": _side([row.b]),
                 "delta": row.delta,
