@@ -19,6 +19,7 @@ from benchmarks import manifest_builder, names_with_builder
 from benchmarks.synthetic.manifest import build_synthetic
 from manifests import format as manifest_format
 from manifests.presets import describe as describe_preset
+from manifests.stacks import stack_id
 from scheduler.cli.common import EXIT_BAD_INPUT, UsageError, print_json
 
 if TYPE_CHECKING:
@@ -149,6 +150,8 @@ def cmd_manifest_show(args: argparse.Namespace) -> int:
     print(f"task       {manifest.task}")
     print(f"setting    {manifest.setting}")
     print(f"episodes   {len(manifest)}")
+    if needed := stack_id(manifest.benchmark, manifest.data["versions"]):
+        print(f"needs      simulator stack {needed} (only a worker on it claims its tasks)")
     for line in describe_preset(manifest.data["protocol"], manifest.data["versions"]):
         print(line)
     for key in ("protocol", "versions", "source"):
