@@ -10,8 +10,13 @@ LEROBOT_VENV ?= .venv-lerobot
 LEROBOT_PY := $(LEROBOT_VENV)/bin/python
 LEROBOT_STAMP := $(LEROBOT_VENV)/.evalfleet-installed
 PROTO_SRC := $(wildcard protos/evalfleet/v1/*.proto)
+# Simulator stacks beside the `libero` extra's (requirements/stacks/NAME.txt): each an overlay of
+# .venv in .stacks/NAME holding only the pins that differ (scripts/install_stack.sh), which
+# `renderer-worker --stack NAME` runs on.
+STACK_NAMES := $(basename $(notdir $(wildcard requirements/stacks/*.txt)))
+STACK_STAMPS := $(foreach name,$(STACK_NAMES),.stacks/$(name)/.evalfleet-installed)
 
-.PHONY: demo test test-fast lint protos docs bench clean iproute2 lerobot-venv
+.PHONY: demo test test-fast lint protos docs bench clean iproute2 lerobot-venv stacks
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -39,6 +44,11 @@ $(LEROBOT_STAMP): requirements/lerobot.txt requirements/lerobot-no-deps.txt pypr
 
 lerobot-venv: $(LEROBOT_STAMP)
 
+.stacks/%/.evalfleet-installed: requirements/stacks/%.txt scripts/install_stack.sh $(INSTALL_STAMP)
+	scripts/install_stack.sh $(PY) $*
+
+stacks: $(STACK_STAMPS)
+
 # The dashboard's browser test drives Debian's chromium (Playwright never downloads a browser here).
 /usr/bin/chromium:
 	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
@@ -52,9 +62,10 @@ iproute2:
 	@command -v ip >/dev/null || [ "$$(id -u)" != 0 ] || \
 		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iproute2 >/dev/null)
 
-# LIBERO and the lerobot virtualenv are installed above, so their tests must run, not skip.
-test: $(INSTALL_STAMP) $(LEROBOT_STAMP) /usr/bin/chromium iproute2
-	EVALFLEET_REQUIRE_LIBERO=1 EVALFLEET_LEROBOT_PYTHON=$(LEROBOT_PY) $(PY) -m pytest --durations=20
+# LIBERO, the lerobot virtualenv and the simulator stacks are installed above, so their tests must
+# run, not skip.
+test: $(INSTALL_STAMP) $(LEROBOT_STAMP) $(STACK_STAMPS) /usr/bin/chromium iproute2
+	EVALFLEET_REQUIRE_LIBERO=1 EVALFLEET_REQUIRE_STACKS=1 EVALFLEET_LEROBOT_PYTHON=$(LEROBOT_PY) $(PY) -m pytest --durations=20
 
 # The core in a few minutes: everything but the tests that need LIBERO, chromium or network namespaces
 # (pytest markers in pyproject.toml). CI runs `make test`; this is for iterating.
@@ -81,4 +92,4 @@ bench: $(INSTALL_STAMP)
 	$(PY) -m scripts.bench.inference
 
 clean:
-	rm -rf $(VENV) $(LEROBOT_VENV) .pytest_cache build *.egg-info
+	rm -rf $(VENV) $(LEROBOT_VENV) .stacks .pytest_cache build *.egg-info

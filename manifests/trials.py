@@ -48,12 +48,6 @@ def trial_identity(manifest: Manifest, stack_computed: Collection[str]) -> str:
     return hashlib.sha256(canonical_bytes(trial_record(manifest, stack_computed))).hexdigest()
 
 
-def stack_id(versions: Mapping[str, Any]) -> str:
-    """A name for the stack a manifest was built under: the first 16 hex digits of the sha256 of
-    its canonical ``versions``."""
-    return hashlib.sha256(canonical_bytes(dict(versions))).hexdigest()[:16]
-
-
 def stack_differences(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
     """One phrase per distribution whose recorded version differs, by name: "mujoco 2.3.7 vs
     3.1.6", "gl_renderer (none) vs llvmpipe"."""

@@ -1,6 +1,7 @@
 """`renderer-worker`: one per render GPU (or CPU), any number of machines.
 
 renderer-worker --scheduler H:50051 --policy H:9340 --gpu-uuid GPU-... --routes libero
+renderer-worker --stack mujoco-3.2.3_robosuite-1.4.1 ...   (on an overlay `make stacks` built)
 
 One `--token-file` for both kinds of server (the fleet shares one token), but a CA for each:
 `--tls-ca` verifies the scheduler, `--policy-tls-ca` the inference servers, so a TLS scheduler
@@ -25,7 +26,9 @@ from evalfleet.auth import CredentialError, read_token
 from evalfleet.channels import read_tls_ca
 from evalfleet.scheduler_api.client import SchedulerClient, default_address
 from evalfleet.scheduler_api.errors import SchedulerError
+from manifests.stacks import installed_stacks
 from renderer_worker import device as render_device
+from renderer_worker import stacks as worker_stacks
 from renderer_worker.policy_endpoints import PolicyEndpoints
 from renderer_worker.video import VideoError, VideoMode, check_available
 from renderer_worker.worker import Worker, WorkerConfig
@@ -48,6 +51,12 @@ def build_parser() -> argparse.ArgumentParser:
     where.add_argument("--gpu-uuid", help="render on this GPU (see `nvidia-smi -L`)")
     where.add_argument("--cpu", action="store_true", help="render in software (MuJoCo OSMesa)")
     parser.add_argument("--routes", default="libero,robotwin,synthetic", help="comma-separated routes to claim")
+    parser.add_argument(
+        "--stack",
+        default=None,
+        help="run on this simulator stack built by `make stacks` (.stacks/NAME); the stack the worker "
+        "advertises is always read from the versions that import",
+    )
     parser.add_argument("--concurrency", type=int, default=1, help="episodes in flight, one process each")
     parser.add_argument("--output", type=Path, default=None, help="episode logs (default runs/<worker-id>)")
     parser.add_argument("--worker-id", default=None)
@@ -126,6 +135,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
+        if args.stack is not None:
+            worker_stacks.enter(args.stack, arguments)
         routes = [route.strip() for route in args.routes.split(",") if route.strip()]
         if not routes:
             raise ValueError("--routes names no route")
@@ -142,7 +153,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             check_available()
         elif args.video_every_step:
             raise ValueError("--video-every-step needs --video failures or all")
-    except (render_device.DeviceError, CredentialError, ValueError, VideoError) as exc:
+    except (render_device.DeviceError, CredentialError, ValueError, VideoError, worker_stacks.StackError) as exc:
         print(f"renderer-worker: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     device.apply()
@@ -160,6 +171,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         grace_seconds=args.grace_seconds,
         adapter_options=adapter_options,
         versions=_versions(device),
+        stacks=installed_stacks(),
         video=args.video,
         video_every_step=args.video_every_step,
     )
@@ -167,8 +179,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     policies = PolicyEndpoints(args.policy, token, tls_ca=policy_ca)
     worker = Worker(config, scheduler, policies, token, policy_tls_ca=policy_ca)
     worker.install_signal_handlers()
+    stacks = ",".join(config.stacks) or "none"
     print(
-        f"renderer-worker {worker_id} started (routes {','.join(routes)}, concurrency {args.concurrency})", flush=True
+        f"renderer-worker {worker_id} started (routes {','.join(routes)}, concurrency {args.concurrency},"
+        f" stacks {stacks})",
+        flush=True,
     )
     try:
         return worker.run()

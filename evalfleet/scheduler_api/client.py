@@ -154,6 +154,7 @@ class SchedulerClient:
         host: str = "",
         gpu_uuid: str = "",
         versions: Mapping[str, Any] | None = None,
+        stacks: Sequence[str] = (),
     ) -> pb.RegisterWorkerResponse:
         request = pb.RegisterWorkerRequest(
             worker_id=worker_id,
@@ -161,12 +162,17 @@ class SchedulerClient:
             gpu_uuid=gpu_uuid,
             routes=list(routes),
             versions_json=json.dumps(dict(versions or {})),
+            stacks=list(stacks),
         )
         response: pb.RegisterWorkerResponse = self._call("RegisterWorker", request)
         return response
 
-    def claim(self, worker_id: str, routes: Sequence[str], checkpoints: Sequence[str] = ()) -> Lease | None:
-        response: pb.ClaimResponse = self._call("Claim", claim_request(worker_id, routes, checkpoints))
+    def claim(
+        self, worker_id: str, routes: Sequence[str], checkpoints: Sequence[str] = (), stacks: Sequence[str] = ()
+    ) -> Lease | None:
+        """The next task on ``routes`` that needs no checkpoint or one of ``checkpoints``, and no
+        simulator stack or one of ``stacks``; None when there is none."""
+        response: pb.ClaimResponse = self._call("Claim", claim_request(worker_id, routes, checkpoints, stacks))
         return response.lease if response.HasField("lease") else None
 
     def heartbeat(self, lease: Lease, worker_id: str = "") -> pb.HeartbeatResponse:
@@ -355,8 +361,10 @@ class SchedulerClient:
         return response.changed
 
 
-def claim_request(worker_id: str, routes: Sequence[str], checkpoints: Sequence[str] = ()) -> pb.ClaimRequest:
-    return pb.ClaimRequest(worker_id=worker_id, routes=list(routes), checkpoints=list(checkpoints))
+def claim_request(
+    worker_id: str, routes: Sequence[str], checkpoints: Sequence[str] = (), stacks: Sequence[str] = ()
+) -> pb.ClaimRequest:
+    return pb.ClaimRequest(worker_id=worker_id, routes=list(routes), checkpoints=list(checkpoints), stacks=list(stacks))
 
 
 def episode_result(

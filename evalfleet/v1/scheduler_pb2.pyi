@@ -129,18 +129,20 @@ class SubmitResponse(_message.Message):
     def __init__(self, submission_id: _Optional[str] = ..., tasks_created: _Optional[int] = ..., tasks_total: _Optional[int] = ..., episodes_total: _Optional[int] = ...) -> None: ...
 
 class RegisterWorkerRequest(_message.Message):
-    __slots__ = ("worker_id", "host", "gpu_uuid", "routes", "versions_json")
+    __slots__ = ("worker_id", "host", "gpu_uuid", "routes", "versions_json", "stacks")
     WORKER_ID_FIELD_NUMBER: _ClassVar[int]
     HOST_FIELD_NUMBER: _ClassVar[int]
     GPU_UUID_FIELD_NUMBER: _ClassVar[int]
     ROUTES_FIELD_NUMBER: _ClassVar[int]
     VERSIONS_JSON_FIELD_NUMBER: _ClassVar[int]
+    STACKS_FIELD_NUMBER: _ClassVar[int]
     worker_id: str
     host: str
     gpu_uuid: str
     routes: _containers.RepeatedScalarFieldContainer[str]
     versions_json: str
-    def __init__(self, worker_id: _Optional[str] = ..., host: _Optional[str] = ..., gpu_uuid: _Optional[str] = ..., routes: _Optional[_Iterable[str]] = ..., versions_json: _Optional[str] = ...) -> None: ...
+    stacks: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, worker_id: _Optional[str] = ..., host: _Optional[str] = ..., gpu_uuid: _Optional[str] = ..., routes: _Optional[_Iterable[str]] = ..., versions_json: _Optional[str] = ..., stacks: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class RegisterWorkerResponse(_message.Message):
     __slots__ = ("scheduler_instance_id", "lease_seconds")
@@ -151,14 +153,16 @@ class RegisterWorkerResponse(_message.Message):
     def __init__(self, scheduler_instance_id: _Optional[str] = ..., lease_seconds: _Optional[float] = ...) -> None: ...
 
 class ClaimRequest(_message.Message):
-    __slots__ = ("worker_id", "routes", "checkpoints")
+    __slots__ = ("worker_id", "routes", "checkpoints", "stacks")
     WORKER_ID_FIELD_NUMBER: _ClassVar[int]
     ROUTES_FIELD_NUMBER: _ClassVar[int]
     CHECKPOINTS_FIELD_NUMBER: _ClassVar[int]
+    STACKS_FIELD_NUMBER: _ClassVar[int]
     worker_id: str
     routes: _containers.RepeatedScalarFieldContainer[str]
     checkpoints: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, worker_id: _Optional[str] = ..., routes: _Optional[_Iterable[str]] = ..., checkpoints: _Optional[_Iterable[str]] = ...) -> None: ...
+    stacks: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, worker_id: _Optional[str] = ..., routes: _Optional[_Iterable[str]] = ..., checkpoints: _Optional[_Iterable[str]] = ..., stacks: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class Lease(_message.Message):
     __slots__ = ("task_id", "submission_id", "attempt", "fencing_token", "deadline", "manifest_hash", "episodes", "route", "checkpoint", "lease_seconds", "execute_steps")
@@ -355,12 +359,24 @@ class GetStatusRequest(_message.Message):
     def __init__(self, submission_id: _Optional[str] = ...) -> None: ...
 
 class GetStatusResponse(_message.Message):
-    __slots__ = ("tasks", "submissions")
+    __slots__ = ("tasks", "submissions", "stacks")
     TASKS_FIELD_NUMBER: _ClassVar[int]
     SUBMISSIONS_FIELD_NUMBER: _ClassVar[int]
+    STACKS_FIELD_NUMBER: _ClassVar[int]
     tasks: StateCounts
     submissions: _containers.RepeatedCompositeFieldContainer[SubmissionStatus]
-    def __init__(self, tasks: _Optional[_Union[StateCounts, _Mapping]] = ..., submissions: _Optional[_Iterable[_Union[SubmissionStatus, _Mapping]]] = ...) -> None: ...
+    stacks: _containers.RepeatedCompositeFieldContainer[StackDemand]
+    def __init__(self, tasks: _Optional[_Union[StateCounts, _Mapping]] = ..., submissions: _Optional[_Iterable[_Union[SubmissionStatus, _Mapping]]] = ..., stacks: _Optional[_Iterable[_Union[StackDemand, _Mapping]]] = ...) -> None: ...
+
+class StackDemand(_message.Message):
+    __slots__ = ("stack", "pending_tasks", "workers")
+    STACK_FIELD_NUMBER: _ClassVar[int]
+    PENDING_TASKS_FIELD_NUMBER: _ClassVar[int]
+    WORKERS_FIELD_NUMBER: _ClassVar[int]
+    stack: str
+    pending_tasks: int
+    workers: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, stack: _Optional[str] = ..., pending_tasks: _Optional[int] = ..., workers: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class GetSummaryRequest(_message.Message):
     __slots__ = ("submission_id", "include_episodes")
@@ -463,7 +479,7 @@ class TaskSelector(_message.Message):
     def __init__(self, submission_id: _Optional[str] = ..., task_ids: _Optional[_Iterable[str]] = ..., route: _Optional[str] = ..., states: _Optional[_Iterable[_Union[TaskState, str]]] = ...) -> None: ...
 
 class TaskInfo(_message.Message):
-    __slots__ = ("task_id", "submission_id", "index", "manifest_hash", "episode_start", "episode_end", "route", "priority", "state", "attempts", "max_attempts", "fencing_token", "worker_id", "lease_deadline", "last_error", "episodes_done", "updated_at", "checkpoint", "last_failure_reason")
+    __slots__ = ("task_id", "submission_id", "index", "manifest_hash", "episode_start", "episode_end", "route", "priority", "state", "attempts", "max_attempts", "fencing_token", "worker_id", "lease_deadline", "last_error", "episodes_done", "updated_at", "checkpoint", "last_failure_reason", "stack")
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     SUBMISSION_ID_FIELD_NUMBER: _ClassVar[int]
     INDEX_FIELD_NUMBER: _ClassVar[int]
@@ -483,6 +499,7 @@ class TaskInfo(_message.Message):
     UPDATED_AT_FIELD_NUMBER: _ClassVar[int]
     CHECKPOINT_FIELD_NUMBER: _ClassVar[int]
     LAST_FAILURE_REASON_FIELD_NUMBER: _ClassVar[int]
+    STACK_FIELD_NUMBER: _ClassVar[int]
     task_id: str
     submission_id: str
     index: int
@@ -502,7 +519,8 @@ class TaskInfo(_message.Message):
     updated_at: float
     checkpoint: str
     last_failure_reason: FailureReason
-    def __init__(self, task_id: _Optional[str] = ..., submission_id: _Optional[str] = ..., index: _Optional[int] = ..., manifest_hash: _Optional[str] = ..., episode_start: _Optional[int] = ..., episode_end: _Optional[int] = ..., route: _Optional[str] = ..., priority: _Optional[int] = ..., state: _Optional[_Union[TaskState, str]] = ..., attempts: _Optional[int] = ..., max_attempts: _Optional[int] = ..., fencing_token: _Optional[int] = ..., worker_id: _Optional[str] = ..., lease_deadline: _Optional[float] = ..., last_error: _Optional[str] = ..., episodes_done: _Optional[int] = ..., updated_at: _Optional[float] = ..., checkpoint: _Optional[str] = ..., last_failure_reason: _Optional[_Union[FailureReason, str]] = ...) -> None: ...
+    stack: str
+    def __init__(self, task_id: _Optional[str] = ..., submission_id: _Optional[str] = ..., index: _Optional[int] = ..., manifest_hash: _Optional[str] = ..., episode_start: _Optional[int] = ..., episode_end: _Optional[int] = ..., route: _Optional[str] = ..., priority: _Optional[int] = ..., state: _Optional[_Union[TaskState, str]] = ..., attempts: _Optional[int] = ..., max_attempts: _Optional[int] = ..., fencing_token: _Optional[int] = ..., worker_id: _Optional[str] = ..., lease_deadline: _Optional[float] = ..., last_error: _Optional[str] = ..., episodes_done: _Optional[int] = ..., updated_at: _Optional[float] = ..., checkpoint: _Optional[str] = ..., last_failure_reason: _Optional[_Union[FailureReason, str]] = ..., stack: _Optional[str] = ...) -> None: ...
 
 class ListTasksRequest(_message.Message):
     __slots__ = ("selector", "limit")
@@ -521,7 +539,7 @@ class ListTasksResponse(_message.Message):
     def __init__(self, tasks: _Optional[_Iterable[_Union[TaskInfo, _Mapping]]] = ..., truncated: _Optional[bool] = ...) -> None: ...
 
 class WorkerInfo(_message.Message):
-    __slots__ = ("worker_id", "host", "gpu_uuid", "routes", "versions_json", "registered_at", "last_seen", "state", "current_task")
+    __slots__ = ("worker_id", "host", "gpu_uuid", "routes", "versions_json", "registered_at", "last_seen", "state", "current_task", "stacks")
     WORKER_ID_FIELD_NUMBER: _ClassVar[int]
     HOST_FIELD_NUMBER: _ClassVar[int]
     GPU_UUID_FIELD_NUMBER: _ClassVar[int]
@@ -531,6 +549,7 @@ class WorkerInfo(_message.Message):
     LAST_SEEN_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     CURRENT_TASK_FIELD_NUMBER: _ClassVar[int]
+    STACKS_FIELD_NUMBER: _ClassVar[int]
     worker_id: str
     host: str
     gpu_uuid: str
@@ -540,7 +559,8 @@ class WorkerInfo(_message.Message):
     last_seen: float
     state: str
     current_task: str
-    def __init__(self, worker_id: _Optional[str] = ..., host: _Optional[str] = ..., gpu_uuid: _Optional[str] = ..., routes: _Optional[_Iterable[str]] = ..., versions_json: _Optional[str] = ..., registered_at: _Optional[float] = ..., last_seen: _Optional[float] = ..., state: _Optional[str] = ..., current_task: _Optional[str] = ...) -> None: ...
+    stacks: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, worker_id: _Optional[str] = ..., host: _Optional[str] = ..., gpu_uuid: _Optional[str] = ..., routes: _Optional[_Iterable[str]] = ..., versions_json: _Optional[str] = ..., registered_at: _Optional[float] = ..., last_seen: _Optional[float] = ..., state: _Optional[str] = ..., current_task: _Optional[str] = ..., stacks: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ListWorkersRequest(_message.Message):
     __slots__ = ()

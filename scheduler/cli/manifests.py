@@ -19,7 +19,7 @@ from benchmarks import manifest_builder, names_with_builder, trial_identity
 from benchmarks.synthetic.manifest import build_synthetic
 from manifests import format as manifest_format
 from manifests.presets import describe as describe_preset
-from manifests.trials import stack_id
+from manifests.stacks import stack_id, stack_label
 from scheduler.cli.common import EXIT_BAD_INPUT, UsageError, print_json
 
 if TYPE_CHECKING:
@@ -152,7 +152,9 @@ def cmd_manifest_show(args: argparse.Namespace) -> int:
     print(f"episodes   {len(manifest)}")
     # The same trials built under another stack show the same trials line (scheduler compare pairs them).
     print(f"trials     {trial_identity(manifest)}")
-    print(f"stack id   {stack_id(manifest.data['versions'])}")
+    print(f"stack id   {stack_label(manifest.benchmark, manifest.data['versions'])}")
+    if needed := stack_id(manifest.benchmark, manifest.data["versions"]):
+        print(f"needs      simulator stack {needed} (only a worker on it claims its tasks)")
     for line in describe_preset(manifest.data["protocol"], manifest.data["versions"]):
         print(line)
     for key in ("protocol", "versions", "source"):

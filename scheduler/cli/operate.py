@@ -188,7 +188,8 @@ def cmd_status(args: argparse.Namespace) -> int:
             key: sum(getattr(sub, key) for sub in response.submissions)
             for key in ("episodes_planned", "episodes_completed", "episodes_succeeded")
         }
-        print_json({**counts_dict(response.tasks), **episodes, "submissions": submissions})
+        stacks = [message_dict(demand) for demand in response.stacks]
+        print_json({**counts_dict(response.tasks), **episodes, "submissions": submissions, "stacks": stacks})
         return 0
     table = Table(title="submissions")
     for column in ("submission", "route", "prio", *TASK_STATE_NAMES, "episodes", "success"):
@@ -203,6 +204,14 @@ def cmd_status(args: argparse.Namespace) -> int:
             success_percent(sub.episodes_succeeded, sub.episodes_completed),
         )
     console().print(table)
+    if response.stacks:
+        needed = Table(title="simulator stacks pending tasks need")
+        for column in ("stack", "pending", "connected workers on it"):
+            needed.add_column(column, justify="right" if column == "pending" else "left")
+        for demand in response.stacks:
+            workers = ", ".join(demand.workers) or "no connected worker: these tasks wait"
+            needed.add_row(demand.stack, str(demand.pending_tasks), workers)
+        console().print(needed)
     return 0
 
 
@@ -309,11 +318,17 @@ def cmd_workers(args: argparse.Namespace) -> int:
         print_json({"workers": [message_dict(worker) for worker in workers]})
         return 0
     table = Table(title="workers")
-    for column in ("worker", "state", "host", "gpu", "routes", "current task"):
+    for column in ("worker", "state", "host", "gpu", "routes", "stacks", "current task"):
         table.add_column(column)
     for worker in workers:
         table.add_row(
-            worker.worker_id, worker.state, worker.host, worker.gpu_uuid, ",".join(worker.routes), worker.current_task
+            worker.worker_id,
+            worker.state,
+            worker.host,
+            worker.gpu_uuid,
+            ",".join(worker.routes),
+            ",".join(worker.stacks),
+            worker.current_task,
         )
     console().print(table)
     return 0

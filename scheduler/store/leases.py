@@ -86,14 +86,17 @@ def register_worker(
     routes: Sequence[str],
     versions: str,
     now: float,
+    stacks: Sequence[str] = (),
 ) -> None:
-    """Records a worker and what it serves; registering again updates it (a restarted worker)."""
+    """Records a worker and what it serves (routes, simulator stacks); registering again updates it
+    (a restarted worker)."""
     conn.execute(
-        "INSERT INTO workers (id, host, gpu_uuid, routes, versions, registered_at, last_seen)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?)"
+        "INSERT INTO workers (id, host, gpu_uuid, routes, versions, registered_at, last_seen, stacks)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
         " ON CONFLICT (id) DO UPDATE SET host = excluded.host, gpu_uuid = excluded.gpu_uuid,"
-        " routes = excluded.routes, versions = excluded.versions, last_seen = excluded.last_seen",
-        (worker_id, host, gpu_uuid, json.dumps(list(routes)), versions, now, now),
+        " routes = excluded.routes, versions = excluded.versions, last_seen = excluded.last_seen,"
+        " stacks = excluded.stacks",
+        (worker_id, host, gpu_uuid, json.dumps(list(routes)), versions, now, now, json.dumps(list(stacks))),
     )
 
 
@@ -122,8 +125,11 @@ def claim(
     checkpoints: Sequence[str],
     lease_seconds: float,
     now: float,
+    stacks: Sequence[str] = (),
 ) -> pb.Lease | None:
-    """Leases the best pending task on ``routes`` that needs no checkpoint or one in ``checkpoints``.
+    """Leases the best pending task on ``routes`` that needs no checkpoint or one in ``checkpoints``,
+    and no simulator stack or one in ``stacks`` (exactly: a task is never handed to a worker whose
+    adapter would refuse its manifest's versions, so it waits, pending, for one that would not).
 
     The best is the highest priority, then the oldest. None when no task is pending there; either
     way the worker counts as seen. The lease's ``episodes`` are only the task's episodes without a
@@ -133,13 +139,16 @@ def claim(
     best: sqlite3.Row | None = None
     for route in dict.fromkeys(routes):
         for checkpoint in dict.fromkeys(["", *checkpoints]):
-            row = conn.execute(
-                "SELECT seq, priority FROM tasks WHERE state = 'pending' AND route = ? AND checkpoint = ?"
-                " ORDER BY priority DESC, seq LIMIT 1",
-                (route, checkpoint),
-            ).fetchone()
-            if row is not None and (best is None or (-row["priority"], row["seq"]) < (-best["priority"], best["seq"])):
-                best = row
+            for stack in dict.fromkeys(["", *stacks]):
+                row = conn.execute(
+                    "SELECT seq, priority FROM tasks WHERE state = 'pending' AND route = ? AND checkpoint = ?"
+                    " AND stack = ? ORDER BY priority DESC, seq LIMIT 1",
+                    (route, checkpoint, stack),
+                ).fetchone()
+                if row is not None and (
+                    best is None or (-row["priority"], row["seq"]) < (-best["priority"], best["seq"])
+                ):
+                    best = row
     if best is None:
         _touch_worker(conn, worker_id, now, current_task=None)
         return None

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from evalfleet.scheduler_api.errors import Conflict, InvalidArgument, NotFound
 from evalfleet.v1 import scheduler_pb2 as pb
 from manifests import format as manifest_format
+from manifests import stacks
 from manifests.partition import minibatches
 from scheduler.store import leases
 from scheduler.store.queries import selection
@@ -31,17 +32,28 @@ class StoredManifest:
 
 
 def put_manifest(conn: sqlite3.Connection, body: bytes, expected_hash: str, now: float) -> StoredManifest:
-    """Stores a manifest under its hash, once; refuses one that does not parse or hash as expected."""
+    """Stores a manifest under its hash, once, with the id of the simulator stack it pins; refuses
+    one that does not parse or hash as expected, or that lacks a version its benchmark pins (no
+    worker could ever run it exactly)."""
     try:
         manifest = manifest_format.parse(body, expected_hash=expected_hash or None)
     except manifest_format.ManifestError as exc:
         raise InvalidArgument(
             exc.message, field=f"body.{exc.field}" if exc.field != "hash" else "expected_hash"
         ) from None
+    versions = manifest.data["versions"]
+    missing = stacks.missing_pins(manifest.benchmark, versions)
+    if missing:
+        raise InvalidArgument(
+            f"a {manifest.benchmark} manifest records the version of every distribution its simulator stack pins"
+            f" ({', '.join(stacks.PINNED[manifest.benchmark].distributions)}); this one lacks {', '.join(missing)}",
+            field=f"body.versions.{missing[0]}",
+        )
+    stack = stacks.stack_id(manifest.benchmark, versions)
     cursor = conn.execute(
-        "INSERT OR IGNORE INTO manifests (hash, body, benchmark, task, setting, episodes, created_at)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?)",
-        (manifest.hash, body, manifest.benchmark, manifest.task, manifest.setting, len(manifest), now),
+        "INSERT OR IGNORE INTO manifests (hash, body, benchmark, task, setting, episodes, created_at, stack)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        (manifest.hash, body, manifest.benchmark, manifest.task, manifest.setting, len(manifest), now, stack),
     )
     return StoredManifest(manifest.hash, cursor.rowcount == 1)
 
@@ -109,11 +121,13 @@ def submit(
                 field=differs[0],
             )
     counts: list[int] = []
+    stack_of: list[str] = []
     for i, manifest_hash in enumerate(definition.manifest_hashes):
-        found = conn.execute("SELECT episodes FROM manifests WHERE hash = ?", (manifest_hash,)).fetchone()
+        found = conn.execute("SELECT episodes, stack FROM manifests WHERE hash = ?", (manifest_hash,)).fetchone()
         if found is None:
             raise NotFound(f"no manifest {manifest_hash!r}; upload it first", field=f"manifest_hashes[{i}]")
         counts.append(found["episodes"])
+        stack_of.append(found["stack"])
     if row is None:
         conn.execute(
             "INSERT INTO submissions (id, definition, route, checkpoint, priority, labels, created_at, execute_steps)"
@@ -130,7 +144,7 @@ def submit(
             ),
         )
     rows: list[tuple[str | int | float | None, ...]] = []
-    for manifest_hash, episodes in zip(definition.manifest_hashes, counts, strict=True):
+    for manifest_hash, episodes, stack in zip(definition.manifest_hashes, counts, stack_of, strict=True):
         for start, end in minibatches(episodes, definition.batch_size):
             index = len(rows)
             rows.append(
@@ -147,13 +161,14 @@ def submit(
                     definition.max_attempts,
                     now,
                     definition.execute_steps,
+                    stack,
                 )
             )
     before = conn.total_changes
     conn.executemany(
         "INSERT OR IGNORE INTO tasks (id, submission_id, idx, manifest_hash, episode_start, episode_end,"
-        " route, checkpoint, priority, state, max_attempts, updated_at, execute_steps)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?)",
+        " route, checkpoint, priority, state, max_attempts, updated_at, execute_steps, stack)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?)",
         rows,
     )
     return Submitted(conn.total_changes - before, len(rows), sum(counts))

@@ -83,8 +83,12 @@ def _require_submission(conn: sqlite3.Connection, submission_id: str) -> sqlite3
     return row
 
 
-def status(conn: sqlite3.Connection, submission_id: str) -> pb.GetStatusResponse:
-    """Task counts by state and episode progress, of one submission or (``""``) of every one."""
+def status(
+    conn: sqlite3.Connection, submission_id: str, lease_seconds: float | None = None, now: float = 0.0
+) -> pb.GetStatusResponse:
+    """Task counts by state and episode progress, of one submission or (``""``) of every one; with
+    ``lease_seconds``, also the stacks their pending tasks need and the connected workers that run
+    each (``stack_demand``)."""
     if submission_id:
         submissions = [_require_submission(conn, submission_id)]
     else:
@@ -116,7 +120,33 @@ def status(conn: sqlite3.Connection, submission_id: str) -> pb.GetStatusResponse
             )
         )
     response.tasks.CopyFrom(_state_counts(overall))
+    if lease_seconds is not None:
+        response.stacks.extend(stack_demand(conn, submission_id, lease_seconds, now))
     return response
+
+
+def stack_demand(
+    conn: sqlite3.Connection, submission_id: str, lease_seconds: float, now: float
+) -> list[pb.StackDemand]:
+    """Each simulator stack pending tasks need (of one submission, or ``""``: of all), by id, with the
+    workers seen within a lease period (active or idle, as ``list_workers`` says) that registered it:
+    an empty list is a stack no connected worker can run, whose tasks wait."""
+    where, args = ("AND submission_id = ?", [submission_id]) if submission_id else ("", [])
+    demand = conn.execute(
+        f"SELECT stack, COUNT(*) AS n FROM tasks WHERE state = 'pending' AND stack != '' {where}"
+        " GROUP BY stack ORDER BY stack",
+        args,
+    ).fetchall()
+    if not demand:
+        return []
+    serving: dict[str, list[str]] = {}
+    for row in conn.execute("SELECT id, stacks FROM workers WHERE last_seen >= ? ORDER BY id", (now - lease_seconds,)):
+        for stack in json.loads(row["stacks"]):
+            serving.setdefault(stack, []).append(row["id"])
+    return [
+        pb.StackDemand(stack=row["stack"], pending_tasks=row["n"], workers=serving.get(row["stack"], []))
+        for row in demand
+    ]
 
 
 def summary(conn: sqlite3.Connection, submission_id: str, include_episodes: bool = False) -> pb.GetSummaryResponse:
@@ -259,6 +289,7 @@ def _task_info(row: sqlite3.Row) -> pb.TaskInfo:
         episodes_done=row["done"],
         updated_at=row["updated_at"],
         checkpoint=row["checkpoint"],
+        stack=row["stack"],
     )
 
 
@@ -330,6 +361,7 @@ def list_workers(conn: sqlite3.Connection, lease_seconds: float, now: float) -> 
                 last_seen=row["last_seen"],
                 state=state,
                 current_task=row["current_task"],
+                stacks=json.loads(row["stacks"]),
             )
         )
     return response

@@ -13,6 +13,10 @@ Episode artifacts (version 4): ``artifact_files`` has one row per file in the ar
 by its sha256, see ``scheduler.artifacts``), ``artifacts`` one row per upload, keyed by the lease
 that made it; an episode lists the rows whose ``fencing_token`` is its stored result's, so only the
 attempt that was scored shows its files. ``collected_at`` is set when ``gc`` freed the bytes.
+Simulator stacks (version 5): a manifest's ``stack`` is the id ``manifests.stacks`` derives from
+its recorded versions ('' when its benchmark pins none), copied to its tasks at submit; a task is
+claimed only by a worker that runs that stack, so the claim index leads with it. A worker's
+``stacks`` are the ids it registered (JSON list).
 
 A connection runs in WAL mode, so readers never wait for the writer; the one writer connection
 belongs to ``scheduler.writer``.
@@ -20,13 +24,15 @@ belongs to ``scheduler.writer``.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from pathlib import Path
 
 from evalfleet.scheduler_api.vocabulary import failure_reason_name
 from evalfleet.v1 import scheduler_pb2 as pb
+from manifests.stacks import stack_id
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 # Version 4's tables, created by upgrading from version 3 as in a new database.
 ARTIFACT_TABLES = """
@@ -63,7 +69,8 @@ CREATE TABLE IF NOT EXISTS manifests (
     task TEXT NOT NULL,
     setting TEXT NOT NULL,
     episodes INTEGER NOT NULL,
-    created_at REAL NOT NULL
+    created_at REAL NOT NULL,
+    stack TEXT NOT NULL DEFAULT ''
 );
 CREATE TABLE IF NOT EXISTS submissions (
     id TEXT PRIMARY KEY,
@@ -96,11 +103,12 @@ CREATE TABLE IF NOT EXISTS tasks (
     last_failure_reason INTEGER NOT NULL DEFAULT 0,
     result TEXT NOT NULL DEFAULT '',
     updated_at REAL NOT NULL,
-    execute_steps INTEGER
+    execute_steps INTEGER,
+    stack TEXT NOT NULL DEFAULT ''
 );
--- The claim order (priority DESC, seq) within one route and checkpoint, over pending rows only:
--- a claim is one index seek however large the backlog.
-CREATE INDEX IF NOT EXISTS tasks_claim ON tasks (route, checkpoint, priority DESC, seq)
+-- The claim order (priority DESC, seq) within one route, checkpoint and stack, over pending rows
+-- only: a claim is one index seek per combination however large the backlog.
+CREATE INDEX IF NOT EXISTS tasks_claim_stack ON tasks (route, checkpoint, stack, priority DESC, seq)
     WHERE state = 'pending';
 CREATE INDEX IF NOT EXISTS tasks_leases ON tasks (lease_deadline) WHERE state = 'leased';
 CREATE INDEX IF NOT EXISTS tasks_submission ON tasks (submission_id, state);
@@ -142,7 +150,8 @@ CREATE TABLE IF NOT EXISTS workers (
     versions TEXT NOT NULL DEFAULT '{}',
     registered_at REAL NOT NULL,
     last_seen REAL NOT NULL,
-    current_task TEXT NOT NULL DEFAULT ''
+    current_task TEXT NOT NULL DEFAULT '',
+    stacks TEXT NOT NULL DEFAULT '[]'
 );
 """
     + ARTIFACT_TABLES
@@ -234,6 +243,8 @@ def initialize(conn: sqlite3.Connection) -> None:
                 _upgrade_from_2(conn)
             if version in (1, 2, 3):
                 _upgrade_from_3(conn)
+            if version in (1, 2, 3, 4):
+                _upgrade_from_4(conn)
             # Not executescript: it commits first, and the upgrade would not be one transaction.
             for statement in SCHEMA_STATEMENTS:
                 conn.execute(statement)
@@ -349,3 +360,29 @@ def _upgrade_from_3(conn: sqlite3.Connection) -> None:
     database had no artifacts, so its episodes list none."""
     for statement in _statements(ARTIFACT_TABLES):
         conn.execute(statement)
+
+
+# The columns version 5 added, as ALTER TABLE adds them ('' and '[]': no stack).
+VERSION_5_COLUMNS = (
+    ("manifests", "stack", "TEXT NOT NULL DEFAULT ''"),
+    ("tasks", "stack", "TEXT NOT NULL DEFAULT ''"),
+    ("workers", "stacks", "TEXT NOT NULL DEFAULT '[]'"),
+)
+
+
+def _upgrade_from_4(conn: sqlite3.Connection) -> None:
+    """Version 5 records the simulator stack each manifest pins, and its tasks need. The stack is a
+    function of the versions every stored manifest records, so it is derived here for each one and
+    copied to its tasks: a pending task of an older database is claimed only by a worker on its
+    stack, as one submitted today. The claim index is replaced by one that leads with the stack;
+    workers registered before version 5 registered no stack (they register again when they start)."""
+    for table, column, kind in VERSION_5_COLUMNS:
+        if column not in {row["name"] for row in conn.execute(f"PRAGMA table_info({table})")}:
+            conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
+    for row in conn.execute("SELECT hash, body FROM manifests").fetchall():
+        data = json.loads(bytes(row["body"]))
+        versions = data.get("versions")
+        stack = stack_id(str(data.get("benchmark", "")), versions if isinstance(versions, dict) else {})
+        conn.execute("UPDATE manifests SET stack = ? WHERE hash = ?", (stack, row["hash"]))
+    conn.execute("UPDATE tasks SET stack = (SELECT stack FROM manifests WHERE hash = tasks.manifest_hash)")
+    conn.execute("DROP INDEX IF EXISTS tasks_claim")

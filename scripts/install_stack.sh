@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Builds one simulator stack as an overlay of the environment PYTHON runs: .stacks/NAME holds the
+# pins of requirements/stacks/NAME.txt that PYTHON does not already have, installed without their
+# dependencies (the `libero` extra's other pins resolve them), and a copy of the pins (stack.txt).
+# Put first on the Python path (`renderer-worker --stack NAME` does), it shadows those distributions
+# for imports and importlib.metadata alike. Then it checks that every pin is what imports, and
+# renders 8x8 offscreen, so a broken stack fails here rather than in a worker.
+# Usage: scripts/install_stack.sh PYTHON NAME   (run from the repository root)
+set -euo pipefail
+PY="$1"
+NAME="$2"
+PINS="requirements/stacks/$NAME.txt"
+DIR=".stacks/$NAME"
+[ -f "$PINS" ] || { echo "install_stack.sh: no $PINS" >&2; exit 2; }
+
+rm -rf "$DIR"
+mkdir -p "$DIR"
+# The pins this environment lacks (a distribution at another version, or absent).
+MISSING=$("$PY" - "$PINS" <<'PYTHON'
+import importlib.metadata, sys
+for line in open(sys.argv[1]):
+    line = line.split("#", 1)[0].strip()
+    if not line:
+        continue
+    name, _, version = line.partition("==")
+    try:
+        have = importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        have = None
+    if have != version:
+        print(line)
+PYTHON
+)
+if [ -n "$MISSING" ]; then
+    # shellcheck disable=SC2086  # one argument per pin
+    "$PY" -m pip install -q --no-deps --no-compile --target "$DIR" $MISSING
+fi
+cp "$PINS" "$DIR/stack.txt"
+
+PYTHONPATH="$DIR${PYTHONPATH:+:$PYTHONPATH}" MUJOCO_GL=osmesa "$PY" - "$DIR/stack.txt" <<'PYTHON'
+import importlib.metadata, sys
+for line in open(sys.argv[1]):
+    line = line.split("#", 1)[0].strip()
+    if line:
+        name, _, version = line.partition("==")
+        have = importlib.metadata.version(name)
+        assert have == version, f"{name} is {have} on the stack, it pins {version}"
+import mujoco
+import robosuite  # noqa: F401  (robosuite checks its MuJoCo at import)
+
+assert mujoco.__version__ == importlib.metadata.version("mujoco"), mujoco.__version__
+model = mujoco.MjModel.from_xml_string('<mujoco><worldbody><geom size="0.1"/></worldbody></mujoco>')
+data = mujoco.MjData(model)
+mujoco.mj_forward(model, data)
+renderer = mujoco.Renderer(model, 8, 8)
+renderer.update_scene(data)
+assert renderer.render().shape == (8, 8, 3)
+PYTHON
+touch "$DIR/.evalfleet-installed"
