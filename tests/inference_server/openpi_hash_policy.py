@@ -4,8 +4,8 @@ request, for the closed-loop test `test_libero_closed_loop.py`.
 
 openpi's protocol has no episodes: each request is recorded in arrival order
 (`request_digest.describe`: every key, every byte) and answered with `request_digest.actions_for`
-its digest, `--chunk` rows of float64, as openpi's policies answer (their statistics unnormalize
-in float64).
+its digest (with its prompt, which tells evalfleet's load-time warm-up apart), `--chunk`
+rows of float64, as openpi's policies answer (their statistics unnormalize in float64).
 
     python openpi_hash_policy.py --port 8000 --record FILE [--chunk 10]
 """
@@ -31,7 +31,7 @@ class HashPolicy:
 
     def infer(self, obs: dict[str, Any]) -> dict[str, Any]:
         described = request_digest.describe(obs)
-        request_digest.record(self.record, {"event": "request", **described})
+        request_digest.record(self.record, {"event": "request", "prompt": obs.get("prompt"), **described})
         return {"actions": request_digest.actions_for(described["digest"], self.chunk, ACTION_DIM)}
 
     def reset(self) -> None:

@@ -15,10 +15,12 @@ main.py's:
   (:140); the first `replan_steps` 5 (:29, :148) actions of the reply are the plan; each is
   stepped as `action.tolist()` (:153), and `done` ends the episode as a success (:154-157).
 
-`--max-steps` replaces the suite's limit (:60-69), as a manifest's `--max-steps` does. Prints one
-JSON line per episode: task id, trial, success, policy steps.
+`--max-steps` replaces the suite's limit (:60-69), as a manifest's `--max-steps` does. Writes one
+JSON line per episode to `--results` (LIBERO prints to stdout): task id, trial, success, policy
+steps.
 
-    python openpi_libero_client.py --port 8000 --suite libero_object --tasks 0 --trials 2 --max-steps 8
+    python openpi_libero_client.py --port 8000 --suite libero_object --tasks 0 --trials 2 --max-steps 8 \
+        --results FILE
 """
 
 from __future__ import annotations
@@ -84,6 +86,7 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, nargs="+", required=True)
     parser.add_argument("--trials", type=int, required=True)
     parser.add_argument("--max-steps", type=int, required=True)
+    parser.add_argument("--results", type=pathlib.Path, required=True)
     args = parser.parse_args()
     np.random.seed(SEED)
     suite = benchmark.get_benchmark_dict()[args.suite]()
@@ -98,7 +101,8 @@ def main() -> None:
         env.seed(SEED)
         for trial in range(args.trials):
             done, steps = episode(env, initial_states[trial], task.language, client, args.max_steps)
-            print(json.dumps({"task_id": task_id, "trial": trial, "success": done, "steps": steps}), flush=True)
+            with args.results.open("a") as out:
+                out.write(json.dumps({"task_id": task_id, "trial": trial, "success": done, "steps": steps}) + "\n")
         env.close()
 
 

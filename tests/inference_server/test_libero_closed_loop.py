@@ -86,9 +86,9 @@ def hash_server(script: str, log: Path, record: Path, *args: str) -> ServiceProc
 
 def run_evalfleet(
     scheduler: Any, start_policy: Any, start_worker: Any, root: Path, epoch: str, manifests: Path
-) -> dict[str, tuple[bool, int]]:
-    """The manifests through evalfleet's real services, one episode at a time; each episode's
-    (success, steps) by its manifest episode id."""
+) -> dict[str, tuple[int, bool, int]]:
+    """The manifests through evalfleet's real services, one episode at a time (one worker, one
+    slot, in manifest order); each episode's (trial, success, steps) by its manifest episode id."""
     policy = start_policy(epoch, root=root)
     run = cli(
         "submit", "--server", scheduler.address, "--route", "libero", "--batch-size", "1", "--policy-server",
@@ -108,7 +108,7 @@ def run_evalfleet(
     results = {}
     for manifest_hash, index, success, steps in rows:
         entry = json.loads((manifests / f"{manifest_hash}.json").read_text())["episodes"][index]
-        results[entry["episode_id"]] = (bool(success), steps)
+        results[entry["episode_id"]] = (entry["trial"], bool(success), steps)
     return results
 
 
@@ -227,6 +227,78 @@ def test_vla_eval_run_and_evalfleet_send_the_same_requests_step_for_step(
             assert not differing, f"episode {key} step {step}: {differing} differ"
             assert a["step"] == b["step"] == step
         # The same success: vla-eval's own EPISODE_END metrics, evalfleet's stored result.
-        success, steps = results[mine["task"]["episode_id"]]
+        _, success, steps = results[mine["task"]["episode_id"]]
         assert harness["result"]["metrics"]["success"] is success, key
         assert harness["result"]["steps"] == steps == MAX_STEPS, key
+
+
+# -- openpi --------------------------------------------------------------------------------------
+
+
+def openpi_settings(url: str) -> dict[str, Any]:
+    """docs/remote.md's openpi recipe as docs/reproducing.md seals it for openpi's LIBERO client:
+    both cameras letterboxed to 224, robosuite's float64 axis-angle, float64 actions, 5 of the 10
+    actions per chunk."""
+    return {
+        "url": url,
+        "dialect": "openpi",
+        "connections": 1,
+        "reply_timeout_s": 60,
+        "load_timeout_s": 60,
+        "cameras": [{"name": n, "height": CAMERA, "width": CAMERA} for n in ("agentview", "robot0_eye_in_hand")],
+        "state": STATE_ENTRIES,
+        "action_dim": 7,
+        "chunk_length": 10,
+        "execute_steps": 5,
+        "action_dtype": "float64",
+        "request": [
+            {"key": "observation/image", "camera": "agentview", "resize_with_pad": [224, 224]},
+            {"key": "observation/wrist_image", "camera": "robot0_eye_in_hand", "resize_with_pad": [224, 224]},
+            {
+                "key": "observation/state",
+                "state": [
+                    "robot0_eef_pos",
+                    {"name": "robot0_eef_quat", "as": "axisangle_robosuite"},
+                    "robot0_gripper_qpos",
+                ],
+            },
+            {"key": "prompt", "instruction": True},
+        ],
+    }
+
+
+def test_openpis_libero_client_and_evalfleet_send_the_same_requests_step_for_step(
+    manifests: Path, scheduler: Any, tmp_path: Path, start_policy: Any, start_worker: Any
+) -> None:
+    theirs_record, ours_record = tmp_path / "openpi-main.jsonl", tmp_path / "evalfleet.jsonl"
+
+    with hash_server("openpi_hash_policy.py", tmp_path / "openpi-theirs.log", theirs_record) as server:
+        port = server.address.rsplit(":", 1)[1]
+        client = [sys.executable, str(HERE / "openpi_libero_client.py"), "--port", port, "--suite", SUITE]
+        client += ["--tasks", str(TASK), "--trials", str(TRIALS), "--max-steps", str(MAX_STEPS)]
+        client += ["--results", str(tmp_path / "openpi-main-results.jsonl")]
+        run = subprocess.run(
+            client, capture_output=True, text=True, timeout=600, env={**os.environ, "MUJOCO_GL": "osmesa"}
+        )
+        assert run.returncode == 0, run.stdout + run.stderr
+    harness = {entry["trial"]: entry for entry in request_digest.read(tmp_path / "openpi-main-results.jsonl")}
+    theirs = request_digest.read(theirs_record)
+
+    with hash_server("openpi_hash_policy.py", tmp_path / "openpi-ours.log", ours_record) as server:
+        root = tmp_path / "checkpoints"
+        (root / "pi05").mkdir(parents=True)
+        seal(root / "pi05", "remote", openpi_settings(f"ws://{server.address}"))
+        results = run_evalfleet(scheduler, start_policy, start_worker, root, "pi05", manifests)
+    ours = [request for request in request_digest.read(ours_record) if request["prompt"] != "warm up"]
+
+    # Replanning every 5 of 8 steps: two requests per trial, in the trials' order on both sides.
+    assert len(theirs) == len(ours) == 2 * TRIALS, (len(theirs), len(ours))
+    for index, (a, b) in enumerate(zip(theirs, ours, strict=True)):
+        differing = sorted(
+            leaf for leaf in a["leaves"].keys() | b["leaves"].keys() if a["leaves"].get(leaf) != b["leaves"].get(leaf)
+        )
+        assert not differing, f"request {index}: {differing} differ"
+    assert sorted(harness) == list(range(TRIALS))
+    assert {trial: (success, steps) for trial, success, steps in results.values()} == {
+        trial: (entry["success"], entry["steps"]) for trial, entry in harness.items()
+    }
