@@ -51,11 +51,15 @@ def image(obs: dict[str, Any], key: str) -> np.ndarray:
     return image_tools.convert_to_uint8(image_tools.resize_with_pad(rotated, RESIZE_SIZE, RESIZE_SIZE))
 
 
-def episode(env: Any, init_state: Any, prompt: str, client: WebsocketClientPolicy, max_steps: int) -> tuple[bool, int]:
+def episode(env: Any, init_state: Any, prompt: str, port: int, max_steps: int) -> tuple[bool, int]:
     """One trial as main.py's inner loop runs it (:93-158); (done, policy steps)."""
     env.reset()
     plan: collections.deque[np.ndarray] = collections.deque()
     obs = env.set_init_state(init_state)
+    # main.py keeps one client for the run (:73). Here each trial connects after its reset: LIBERO's
+    # reset recompiles the scene holding the GIL, on a loaded CI machine for longer than the
+    # server's keepalive ping waits (20 s), and openpi's protocol keeps nothing per connection.
+    client = WebsocketClientPolicy("127.0.0.1", port)
     t, steps, done = 0, 0, False
     while t < max_steps + NUM_STEPS_WAIT:
         if t < NUM_STEPS_WAIT:
@@ -76,6 +80,7 @@ def episode(env: Any, init_state: Any, prompt: str, client: WebsocketClientPolic
         if done:
             break
         t += 1
+    client._ws.close()  # openpi-client has no close(); the connection ends with the trial
     return bool(done), steps
 
 
@@ -90,7 +95,6 @@ def main() -> None:
     args = parser.parse_args()
     np.random.seed(SEED)
     suite = benchmark.get_benchmark_dict()[args.suite]()
-    client = WebsocketClientPolicy("127.0.0.1", args.port)
     for task_id in args.tasks:
         task = suite.get_task(task_id)
         initial_states = suite.get_task_init_states(task_id)
@@ -100,7 +104,7 @@ def main() -> None:
         )
         env.seed(SEED)
         for trial in range(args.trials):
-            done, steps = episode(env, initial_states[trial], task.language, client, args.max_steps)
+            done, steps = episode(env, initial_states[trial], task.language, args.port, args.max_steps)
             with args.results.open("a") as out:
                 out.write(json.dumps({"task_id": task_id, "trial": trial, "success": done, "steps": steps}) + "\n")
         env.close()
