@@ -54,7 +54,7 @@ STATE_ENTRIES = [
     {"name": "robot0_gripper_qpos", "length": 2},
 ]
 # What vla-eval's LIBERO benchmark adds to every observation when asked `send_state`
-# (benchmark.py:272-281), from the robot's controller, which evalfleet has no source for; only
+# (benchmark.py:281-292), from the robot's controller, which evalfleet has no source for; only
 # vla-eval's X-VLA server reads it (model_servers/xvla.py:219). The hash policy consumes only the
 # keys of its observation spec, as every other vla-eval server does.
 VLAEVAL_ONLY = {"controller_states"}
