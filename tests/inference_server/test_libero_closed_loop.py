@@ -1,0 +1,304 @@
+"""Closed loop through the real transports: a harness's own LIBERO client and evalfleet, each
+against the same policy server whose actions are a hash of the request it received, send the same
+requests step for step and score the same success per episode.
+
+- vla-eval: `vla-eval run` (its real CLI, a subprocess) against a vla-eval model server built on
+  vla-eval's own `PredictModelServer` (`vlaeval_hash_policy.py`, chunked server-side as its
+  ready-made servers are), then evalfleet's real scheduler, inference server (`remote` backend,
+  vla-eval dialect, docs/remote.md's recipe) and renderer worker on the `--protocol openpi`
+  manifest against a fresh one.
+- openpi: openpi's `examples/libero/main.py` restated (`openpi_libero_client.py`, with
+  openpi-client's image tools and client) against the real openpi-server
+  (`openpi_hash_policy.py`, float64 actions), then evalfleet's openpi dialect on the same manifest.
+
+A request's digest covers every byte of it, and the actions are drawn from the digest, so one
+differing bit in any observation (an image, the state, the prompt) moves every step after it: equal
+request sequences mean both sides ran the same trials, bit for bit, through their transports.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import request_digest
+from procs import cli, wait_settled
+
+from evalfleet.processes import ServiceProcess, free_port
+from inference_server.checkpoint import seal
+
+if importlib.util.find_spec("libero") is None and os.environ.get("EVALFLEET_REQUIRE_LIBERO") != "1":
+    pytest.skip("LIBERO is not installed (scripts/install_libero.sh)", allow_module_level=True)
+
+pytestmark = [pytest.mark.slow, pytest.mark.libero, pytest.mark.timeout(900)]
+
+HERE = Path(__file__).parent
+SUITE = "libero_object"
+TASK = 0
+TRIALS = 2  # trial 1 follows trial 0's reset in the harnesses' stream
+MAX_STEPS = 8
+CAMERA = 256  # vla-eval's LIBERO renders at 256 whatever it is told (benchmark.py:45)
+# vla-eval's ready-made servers keep a chunk and answer one action a step (pi0.py: 10); 5 here,
+# so that 8 steps infer twice.
+VLAEVAL_CHUNK_SIZE = 5
+STATE_ENTRIES = [
+    {"name": "robot0_eef_pos", "length": 3},
+    {"name": "robot0_eef_quat", "length": 4},
+    {"name": "robot0_gripper_qpos", "length": 2},
+]
+# What vla-eval's LIBERO benchmark adds to every observation when asked `send_state`
+# (benchmark.py:281-292), from the robot's controller, which evalfleet has no source for; only
+# vla-eval's X-VLA server reads it (model_servers/xvla.py:219). The hash policy consumes only the
+# keys of its observation spec, as every other vla-eval server does.
+VLAEVAL_ONLY = {"controller_states"}
+
+
+@pytest.fixture(scope="module")
+def manifests(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """openpi's trials (seed 7 once per task, trials in order, 10 wait steps, 256 pixels): the
+    stream vla-eval's LIBERO benchmark runs unsharded too."""
+    out = tmp_path_factory.mktemp("manifests")
+    run = cli(
+        "manifest", "build", "libero", "--protocol", "openpi", "--suite", SUITE, "--tasks", str(TASK),
+        "--trials", str(TRIALS), "--max-steps", str(MAX_STEPS), "--out", str(out), "--jobs", "1",
+        env={"MUJOCO_GL": "osmesa"}, timeout=300,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    return out
+
+
+def hash_server(script: str, log: Path, record: Path, *args: str) -> ServiceProcess:
+    port = free_port()
+    argv = [sys.executable, str(HERE / script), "--port", str(port), "--record", str(record), *args]
+    server = ServiceProcess(
+        argv, log, env={"PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
+    )
+    server.start(timeout=60)
+    return server
+
+
+def run_evalfleet(
+    scheduler: Any, start_policy: Any, start_worker: Any, root: Path, epoch: str, manifests: Path
+) -> dict[str, tuple[int, bool, int]]:
+    """The manifests through evalfleet's real services, one episode at a time (one worker, one
+    slot, in manifest order); each episode's (trial, success, steps) by its manifest episode id."""
+    policy = start_policy(epoch, root=root)
+    run = cli(
+        "submit", "--server", scheduler.address, "--route", "libero", "--batch-size", "1", "--policy-server",
+        policy.address, "--submission-id", "closed-loop", "--max-attempts", "1",
+        "--manifest", *(str(p) for p in sorted(manifests.glob("*.json"))),
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    start_worker(scheduler.address, [policy.address], "--routes", "libero", worker_id="cl0")
+    wait_settled(scheduler.client(), "closed-loop", 600)
+    summary = scheduler.client().summary("closed-loop")
+    assert summary.complete and summary.episodes_completed == TRIALS, summary
+    conn = sqlite3.connect(f"file:{scheduler.db}?mode=ro", uri=True)
+    try:
+        rows = conn.execute("SELECT manifest_hash, episode_index, success, steps FROM episode_results").fetchall()
+    finally:
+        conn.close()
+    results = {}
+    for manifest_hash, index, success, steps in rows:
+        entry = json.loads((manifests / f"{manifest_hash}.json").read_text())["episodes"][index]
+        results[entry["episode_id"]] = (entry["trial"], bool(success), steps)
+    return results
+
+
+# -- vla-eval ------------------------------------------------------------------------------------
+
+
+def vlaeval_episodes(record: Path) -> dict[tuple[str, int, int], dict[str, Any]]:
+    """Each episode a vla-eval server received, by vla-eval's numbering (suite, task_id,
+    episode_idx): its EPISODE_START task, its observations in order, its EPISODE_END result. A
+    connection carries its episodes one after another (vla-eval's own client keeps one for the
+    run), so an observation belongs to its connection's latest EPISODE_START."""
+    episodes: dict[tuple[str, int, int], dict[str, Any]] = {}
+    current: dict[str, dict[str, Any]] = {}
+    for event in request_digest.read(record):
+        if event["event"] == "start":
+            task = event["task"]
+            episode = {"task": task, "observations": [], "result": None}
+            current[event["session"]] = episode
+            if task.get("episode_id") != "warm-up":  # evalfleet's load-time episode of zeros
+                episodes[(task["suite"], task["task_id"], task["episode_idx"])] = episode
+        elif event["event"] == "observation":
+            current[event["session"]]["observations"].append(event)
+        else:
+            current[event["session"]]["result"] = event["result"]
+    return episodes
+
+
+def vlaeval_config(path: Path, url: str, output: Path) -> Path:
+    """vla-eval's eval config for the manifests' trials: LIBERO's first task of the suite, two
+    episodes, seed 7, the step limit, CPU rendering."""
+    config = {
+        "server": {"url": url, "timeout": 60},
+        "output_dir": str(output),
+        "render": "cpu",
+        "benchmarks": [
+            {
+                "benchmark": "vla_eval.benchmarks.libero.benchmark:LIBEROBenchmark",
+                "subname": SUITE,
+                "episodes_per_task": TRIALS,
+                "max_tasks": TASK + 1,
+                "max_steps": MAX_STEPS,
+                "params": {"suite": SUITE, "seed": 7},
+            }
+        ],
+    }
+    path.write_text(json.dumps(config))  # YAML's superset: vla-eval's loader reads it
+    return path
+
+
+def vlaeval_settings(url: str) -> dict[str, Any]:
+    """docs/remote.md's vla-eval recipe: one action a step (the server chunks), float64 actions,
+    the antipodal float32 axis-angle vla-eval's LIBERO benchmark sends by default, its gripper
+    step."""
+    return {
+        "url": url,
+        "dialect": "vla-eval",
+        "connections": 2,
+        "reply_timeout_s": 60,
+        "load_timeout_s": 60,
+        "cameras": [{"name": n, "height": CAMERA, "width": CAMERA} for n in ("agentview", "robot0_eye_in_hand")],
+        "state": STATE_ENTRIES,
+        "action_dim": 7,
+        "chunk_length": 1,
+        "action_dtype": "float64",
+        "request": [
+            {"key": ["images", "agentview"], "camera": "agentview"},
+            {"key": ["images", "wrist"], "camera": "robot0_eye_in_hand"},
+            {
+                "key": "states",
+                "state": [
+                    "robot0_eef_pos",
+                    {"name": "robot0_eef_quat", "as": "axisangle_vlaeval"},
+                    "robot0_gripper_qpos",
+                ],
+            },
+            {"key": "task_description", "instruction": True},
+        ],
+        "reply": [{"op": "binarize", "dims": [6], "if_less_than": 0, "then": -1, "else": 1}],
+    }
+
+
+def test_vla_eval_run_and_evalfleet_send_the_same_requests_step_for_step(
+    manifests: Path, scheduler: Any, tmp_path: Path, start_policy: Any, start_worker: Any
+) -> None:
+    chunking = ("--chunk", "10", "--chunk-size", str(VLAEVAL_CHUNK_SIZE))
+    theirs_record, ours_record = tmp_path / "vla-eval-run.jsonl", tmp_path / "evalfleet.jsonl"
+
+    with hash_server("vlaeval_hash_policy.py", tmp_path / "vlaeval-theirs.log", theirs_record, *chunking) as server:
+        config = vlaeval_config(tmp_path / "eval.yaml", f"ws://{server.address}", tmp_path / "results")
+        run = subprocess.run(
+            [str(Path(sys.executable).parent / "vla-eval"), "run", "--config", str(config), "--no-save"],
+            capture_output=True, text=True, timeout=600, env={**os.environ, "MUJOCO_GL": "osmesa"},
+        )  # fmt: skip
+        assert run.returncode == 0, run.stdout + run.stderr
+    theirs = vlaeval_episodes(theirs_record)
+
+    with hash_server("vlaeval_hash_policy.py", tmp_path / "vlaeval-ours.log", ours_record, *chunking) as server:
+        root = tmp_path / "checkpoints"
+        (root / "vlaeval").mkdir(parents=True)
+        seal(root / "vlaeval", "remote", vlaeval_settings(f"ws://{server.address}"))
+        results = run_evalfleet(scheduler, start_policy, start_worker, root, "vlaeval", manifests)
+    ours = vlaeval_episodes(ours_record)
+
+    expected = {(SUITE, TASK, trial) for trial in range(TRIALS)}
+    assert set(theirs) == expected and set(ours) == expected, (sorted(theirs), sorted(ours))
+    for key in sorted(expected):
+        mine, harness = ours[key], theirs[key]
+        # EPISODE_START: vla-eval's four fields, the same; evalfleet adds its own names of the episode.
+        assert {k: mine["task"][k] for k in harness["task"]} == harness["task"], key
+        assert set(mine["task"]) - set(harness["task"]) == {"benchmark", "task", "setting", "episode_id"}
+        assert len(harness["observations"]) == len(mine["observations"]) == MAX_STEPS, key
+        for step, (a, b) in enumerate(zip(harness["observations"], mine["observations"], strict=True)):
+            assert set(a["leaves"]) - set(b["leaves"]) == VLAEVAL_ONLY and set(b["leaves"]) <= set(a["leaves"])
+            shared = {leaf: a["leaves"][leaf] for leaf in b["leaves"]}
+            differing = sorted(leaf for leaf in shared if shared[leaf] != b["leaves"][leaf])
+            assert not differing, f"episode {key} step {step}: {differing} differ"
+            assert a["step"] == b["step"] == step
+        # The same success: vla-eval's own EPISODE_END metrics, evalfleet's stored result.
+        _, success, steps = results[mine["task"]["episode_id"]]
+        assert harness["result"]["metrics"]["success"] is success, key
+        assert harness["result"]["steps"] == steps == MAX_STEPS, key
+
+
+# -- openpi --------------------------------------------------------------------------------------
+
+
+def openpi_settings(url: str) -> dict[str, Any]:
+    """docs/remote.md's openpi recipe as docs/reproducing.md seals it for openpi's LIBERO client:
+    both cameras letterboxed to 224, robosuite's float64 axis-angle, float64 actions, 5 of the 10
+    actions per chunk."""
+    return {
+        "url": url,
+        "dialect": "openpi",
+        "connections": 1,
+        "reply_timeout_s": 60,
+        "load_timeout_s": 60,
+        "cameras": [{"name": n, "height": CAMERA, "width": CAMERA} for n in ("agentview", "robot0_eye_in_hand")],
+        "state": STATE_ENTRIES,
+        "action_dim": 7,
+        "chunk_length": 10,
+        "execute_steps": 5,
+        "action_dtype": "float64",
+        "request": [
+            {"key": "observation/image", "camera": "agentview", "resize_with_pad": [224, 224]},
+            {"key": "observation/wrist_image", "camera": "robot0_eye_in_hand", "resize_with_pad": [224, 224]},
+            {
+                "key": "observation/state",
+                "state": [
+                    "robot0_eef_pos",
+                    {"name": "robot0_eef_quat", "as": "axisangle_robosuite"},
+                    "robot0_gripper_qpos",
+                ],
+            },
+            {"key": "prompt", "instruction": True},
+        ],
+    }
+
+
+def test_openpis_libero_client_and_evalfleet_send_the_same_requests_step_for_step(
+    manifests: Path, scheduler: Any, tmp_path: Path, start_policy: Any, start_worker: Any
+) -> None:
+    theirs_record, ours_record = tmp_path / "openpi-main.jsonl", tmp_path / "evalfleet.jsonl"
+
+    with hash_server("openpi_hash_policy.py", tmp_path / "openpi-theirs.log", theirs_record) as server:
+        port = server.address.rsplit(":", 1)[1]
+        client = [sys.executable, str(HERE / "openpi_libero_client.py"), "--port", port, "--suite", SUITE]
+        client += ["--tasks", str(TASK), "--trials", str(TRIALS), "--max-steps", str(MAX_STEPS)]
+        client += ["--results", str(tmp_path / "openpi-main-results.jsonl")]
+        run = subprocess.run(
+            client, capture_output=True, text=True, timeout=600, env={**os.environ, "MUJOCO_GL": "osmesa"}
+        )
+        assert run.returncode == 0, run.stdout + run.stderr
+    harness = {entry["trial"]: entry for entry in request_digest.read(tmp_path / "openpi-main-results.jsonl")}
+    theirs = request_digest.read(theirs_record)
+
+    with hash_server("openpi_hash_policy.py", tmp_path / "openpi-ours.log", ours_record) as server:
+        root = tmp_path / "checkpoints"
+        (root / "pi05").mkdir(parents=True)
+        seal(root / "pi05", "remote", openpi_settings(f"ws://{server.address}"))
+        results = run_evalfleet(scheduler, start_policy, start_worker, root, "pi05", manifests)
+    ours = [request for request in request_digest.read(ours_record) if request["prompt"] != "warm up"]
+
+    # Replanning every 5 of 8 steps: two requests per trial, in the trials' order on both sides.
+    assert len(theirs) == len(ours) == 2 * TRIALS, (len(theirs), len(ours))
+    for index, (a, b) in enumerate(zip(theirs, ours, strict=True)):
+        differing = sorted(
+            leaf for leaf in a["leaves"].keys() | b["leaves"].keys() if a["leaves"].get(leaf) != b["leaves"].get(leaf)
+        )
+        assert not differing, f"request {index}: {differing} differ"
+    assert sorted(harness) == list(range(TRIALS))
+    assert {trial: (success, steps) for trial, success, steps in results.values()} == {
+        trial: (entry["success"], entry["steps"]) for trial, entry in harness.items()
+    }
