@@ -1,13 +1,18 @@
 """Run in .venv-lerobot by the lerobot backend's tests and by `python -m scripts.bench.inference --lerobot`:
 LeRobot's own code on the far side of a check or a measurement.
 
-    build DIR [--benchmark B] [--seed N] [--size PX | HxW]
-        a tiny ACT policy (chunk_size 10, n_action_steps 10) with benchmark B's features (random
-        weights, no pretrained backbone, so nothing is fetched), saved with its pre- and
-        postprocessor by LeRobot's save_pretrained
-    direct DIR INPUTS OUT [--benchmark B]
+    build DIR [--policy act|smolvla] [--benchmark B] [--seed N] [--size PX | HxW]
+        a tiny policy with benchmark B's features (random weights, nothing fetched), saved with its
+        pre- and postprocessor by LeRobot's save_pretrained. `act` (the default): chunk_size 10,
+        n_action_steps 10, no pretrained backbone. `smolvla`: LeRobot's SmolVLA at its default
+        architecture (chunk 50, cross-attention expert 0.75x) over a tiny SmolVLM2-shaped VLM whose
+        config, tokenizer and processor files are in DIR/vlm (`vlm_model_name: "vlm"`, relative to
+        DIR; `load_vlm_weights: false`), built by `build_smolvla` below
+    direct DIR INPUTS OUT [--benchmark B] [--noise-seed N]
         what that policy with its processors answers for each observation in INPUTS, called one
-        row at a time
+        row at a time, from DIR as the working directory (LeRobot reads the asset names of a folder
+        relative to it); a flow-matching policy (smolvla) is given the noise the evalfleet backend
+        gives episode `i` (the row's index) at step 0 under noise_seed N
     select DIR INPUTS OUT [--benchmark B]
         the actions LeRobot's own evaluation loop executes when INPUTS are one episode's
         observations, step by step: `policy.select_action` between the processors, which infers a
@@ -101,6 +106,100 @@ def build(folder: Path, seed: int, size: tuple[int, int], benchmark: str = "libe
         part.save_pretrained(folder)
 
 
+# The tiny VLM behind the tiny SmolVLA: SmolVLM2's architecture (SigLIP vision tower, pixel-shuffle
+# connector, Llama text model) at toy widths. The vision tower keeps SmolVLA's 512-px input
+# (resize_imgs_with_padding) with 16-px patches, and scale_factor 4 gives SmolVLM2's 64 image tokens.
+TINY_VISION = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 64,
+               "patch_size": 16, "image_size": 512}  # fmt: skip
+TINY_TEXT = {"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 4, "num_attention_heads": 4,
+             "num_key_value_heads": 2, "head_dim": 16, "intermediate_size": 128}  # fmt: skip
+# SmolVLM's special tokens, which its processor and SmolVLA read from the tokenizer by these names.
+SMOLVLM_TOKENS = {
+    "fake_image_token": "<fake_token_around_image>",
+    "image_token": "<image>",
+    "global_image_token": "<global-img>",
+    "end_of_utterance_token": "<end_of_utterance>",
+}
+TOKENIZER_TEXT = [
+    "put the bowl on the plate",
+    "pick up the black bowl and place it in the basket",
+    "open the top drawer of the cabinet",
+    "turn on the stove and put the moka pot on it",
+    "put both the alphabet soup and the tomato sauce in the basket",
+    "User: Assistant: 0 1 2 3 4 5 6 7 8 9",
+]
+VLM_FOLDER = "vlm"
+
+
+def build_tiny_vlm(folder: Path) -> None:
+    """A SmolVLM2-shaped config, tokenizer and processor in `folder` (what SmolVLA's
+    `AutoConfig.from_pretrained(vlm_model_name)` and `AutoProcessor.from_pretrained` read). The
+    tokenizer is a byte-level BPE trained on a few sentences with SmolVLM's special tokens."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast, SmolVLMConfig, SmolVLMImageProcessor, SmolVLMProcessor
+    from transformers.models.smolvlm.video_processing_smolvlm import SmolVLMVideoProcessor
+
+    special = ["<pad>", "<|im_start|>", *SMOLVLM_TOKENS.values()]
+    bpe = Tokenizer(models.BPE())
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=400, special_tokens=special, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+    )
+    bpe.train_from_iterator(TOKENIZER_TEXT, trainer)
+    # mypy reads .venv's transformers 5 (untyped there); this runs on .venv-lerobot's 4.57.6.
+    tokenizer = PreTrainedTokenizerFast(  # type: ignore[no-untyped-call]
+        tokenizer_object=bpe, pad_token="<pad>", bos_token="<|im_start|>", extra_special_tokens=SMOLVLM_TOKENS
+    )
+    processor = SmolVLMProcessor(
+        SmolVLMImageProcessor(), tokenizer, video_processor=SmolVLMVideoProcessor(), image_seq_len=64
+    )
+    processor.save_pretrained(folder)
+    image_token_id = bpe.token_to_id(SMOLVLM_TOKENS["image_token"])
+    assert image_token_id is not None  # a special token of the trainer
+    config = SmolVLMConfig(
+        vision_config=TINY_VISION,
+        text_config={**TINY_TEXT, "vocab_size": len(tokenizer)},
+        scale_factor=4,
+        image_token_id=image_token_id,
+    )
+    config.save_pretrained(folder)
+
+
+def build_smolvla(folder: Path, seed: int, size: tuple[int, int], benchmark: str = "libero") -> None:
+    """A tiny SmolVLA over the tiny VLM in folder/vlm, named relative to the folder. LeRobot reads
+    the name against the working directory, so the build runs from the folder."""
+    from lerobot.policies.smolvla.configuration_smolvla import SmolVLAConfig
+    from lerobot.policies.smolvla.modeling_smolvla import SmolVLAPolicy
+
+    torch.manual_seed(seed)
+    folder.mkdir(parents=True, exist_ok=True)
+    build_tiny_vlm(folder / VLM_FOLDER)
+    os.chdir(folder)
+    visual = PolicyFeature(type=FeatureType.VISUAL, shape=(3, *size))
+    images, state_length, action_dim = IMAGE_FEATURES[benchmark], STATE_LENGTH[benchmark], ACTION_DIM[benchmark]
+    config = SmolVLAConfig(
+        device="cpu",
+        vlm_model_name=VLM_FOLDER,
+        load_vlm_weights=False,
+        num_vlm_layers=TINY_TEXT["num_hidden_layers"],
+        input_features={
+            **dict.fromkeys(images, visual),
+            "observation.state": PolicyFeature(type=FeatureType.STATE, shape=(state_length,)),
+        },
+        output_features={"action": PolicyFeature(type=FeatureType.ACTION, shape=(action_dim,))},
+    )
+    policy = SmolVLAPolicy(config)
+    stats = {
+        **{key: {"mean": torch.rand(3, 1, 1), "std": torch.rand(3, 1, 1) + 0.5} for key in images},
+        "observation.state": {"mean": torch.randn(state_length) * 0.1, "std": torch.rand(state_length) + 0.5},
+        "action": {"mean": torch.randn(action_dim), "std": torch.rand(action_dim) + 0.5},
+    }
+    preprocessor, postprocessor = make_pre_post_processors(config, dataset_stats=stats)
+    for part in (policy, preprocessor, postprocessor):
+        part.save_pretrained(folder)
+
+
 def libero_observation(load: Callable[[str], npt.NDArray[Any]]) -> dict[str, Any]:
     raw = {
         # The simulator's orientation: upside down, which LeRobot's LIBERO processor flips back.
@@ -127,9 +226,19 @@ def robotwin_observation(load: Callable[[str], npt.NDArray[Any]]) -> dict[str, A
 OBSERVATIONS = {"libero": libero_observation, "robotwin": robotwin_observation}
 
 
-def direct(folder: Path, inputs: Path, out: Path, benchmark: str = "libero") -> None:
+def row_noise(config: Any, base: int, episode_id: str, step: int) -> torch.Tensor:
+    """The noise the evalfleet backend draws for one session's step (its seed derivation):
+    [1, chunk, max_action_dim]."""
+    from inference_server.backends.lerobot import noise_seed
+
+    generator = torch.Generator().manual_seed(noise_seed(base, episode_id, step))
+    return torch.randn((len(config.action_delta_indices), int(config.max_action_dim)), generator=generator)[None]
+
+
+def direct(folder: Path, inputs: Path, out: Path, benchmark: str = "libero", seed: int = 0) -> None:
     policy, preprocessor, postprocessor = _loaded(folder)
     tasks = json.loads((inputs / "tasks.json").read_text())
+    takes_noise = hasattr(policy.config, "max_action_dim")  # the flow-matching configs (smolvla, pi0, pi05)
     chunks = []
     for i, task in enumerate(tasks):
 
@@ -138,8 +247,10 @@ def direct(folder: Path, inputs: Path, out: Path, benchmark: str = "libero") -> 
             return array
 
         observation = OBSERVATIONS[benchmark](load)
+        kwargs = {"noise": row_noise(policy.config, seed, str(i), 0)} if takes_noise else {}
         with torch.inference_mode():
-            chunk = postprocessor(policy.predict_action_chunk(preprocessor({**observation, "task": [task]})))
+            processed = preprocessor({**observation, "task": [task]})
+            chunk = postprocessor(policy.predict_action_chunk(processed, **kwargs))
         chunks.append(chunk[0].to(torch.float32).numpy())
     np.save(out, np.stack(chunks), allow_pickle=False)
 
@@ -166,6 +277,7 @@ def select(folder: Path, inputs: Path, out: Path, benchmark: str = "libero") -> 
 
 
 def _loaded(folder: Path) -> tuple[Any, Any, Any]:
+    os.chdir(folder)  # LeRobot resolves a relative asset name (smolvla's `vlm`) against the working directory
     config = PreTrainedConfig.from_pretrained(folder)
     policy = get_policy_class(config.type).from_pretrained(folder, config=config)
     preprocessor, postprocessor = make_pre_post_processors(config, pretrained_path=str(folder))
@@ -240,6 +352,7 @@ def main() -> None:
     sub = parser.add_subparsers(dest="command", required=True)
     b = sub.add_parser("build")
     b.add_argument("folder", type=Path)
+    b.add_argument("--policy", choices=("act", "smolvla"), default="act")
     b.add_argument("--benchmark", choices=sorted(IMAGE_FEATURES), default="libero")
     b.add_argument("--seed", type=int, default=0)
     b.add_argument("--size", type=image_size, default=(64, 64), help="PX (square) or HxW")
@@ -249,14 +362,20 @@ def main() -> None:
         d.add_argument("inputs", type=Path)
         d.add_argument("out", type=Path)
         d.add_argument("--benchmark", choices=sorted(IMAGE_FEATURES), default="libero")
+    sub.choices["direct"].add_argument("--noise-seed", type=int, default=0)
     t = sub.add_parser("throughput")
     t.add_argument("folder", type=Path)
     t.add_argument("--camera", type=int, default=256)
     args = parser.parse_args()
-    if args.command == "build":
+    for name in ("folder", "inputs", "out"):  # absolute before `_loaded` changes the working directory
+        if getattr(args, name, None) is not None:
+            setattr(args, name, getattr(args, name).absolute())
+    if args.command == "build" and args.policy == "smolvla":
+        build_smolvla(args.folder, args.seed, args.size, args.benchmark)
+    elif args.command == "build":
         build(args.folder, args.seed, args.size, args.benchmark)
     elif args.command == "direct":
-        direct(args.folder, args.inputs, args.out, args.benchmark)
+        direct(args.folder, args.inputs, args.out, args.benchmark, args.noise_seed)
     elif args.command == "select":
         select(args.folder, args.inputs, args.out, args.benchmark)
     else:

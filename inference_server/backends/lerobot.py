@@ -12,8 +12,18 @@ torch, numpy and transformers versions than the `inference` extra.
 What evalfleet adds around LeRobot:
 
 - Identity: every file of the folder is sealed like any checkpoint; the settings (in the digest)
-  name the lerobot version, the policy type, the feature map (evalfleet camera and state names ->
-  LeRobot feature keys) and any processor overrides. The installed lerobot must be the sealed one.
+  name the lerobot and transformers versions (a VLA's outputs change with transformers), the policy
+  type, the feature map (evalfleet camera and state names -> LeRobot feature keys) and any processor
+  overrides. The installed lerobot and transformers must be the sealed ones.
+- Assets: what a policy loads by name besides its weights (smolvla's `vlm_model_name`, the
+  tokenizer processor's `tokenizer_name`) is a folder inside the checkpoint folder, named relative
+  to it (a hub id such as `HuggingFaceTB/SmolVLM2-500M-Video-Instruct` names the copy at that path),
+  so its bytes are sealed with the rest and it resolves from any working directory; a name that
+  leaves the folder or names nothing there is refused at seal and at start, naming the field.
+- Weights: after LeRobot's loader, every tensor of model.safetensors must be in the policy with the
+  same shape and values, and every tensor of the policy must come from the file (tied weights
+  excepted), or start fails naming the first key that is not: some loaders (pi0, pi05) catch their
+  own load errors and return a partly random policy.
 - Batching: one `predict_action_chunk` call per batch across sessions, task strings as a list.
   `select_action` is never used: it keeps one action queue for the whole batch. The deployment
   protocol is select_action's all the same: it runs `n_action_steps` of each chunk it infers, so
@@ -33,6 +43,7 @@ What evalfleet adds around LeRobot:
 Settings (`evalfleet-checkpoint.json`):
 
     lerobot_version     "0.4.4": must equal the installed version
+    transformers_version "4.57.6": must equal the installed version
     policy_type         must equal config.json's `type`
     cameras             [{name, height, width, feature}]: what the client sends, and the LeRobot
                         image feature each camera feeds
@@ -48,6 +59,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.metadata
+import importlib.util
 import json
 import os
 from collections.abc import Sequence
@@ -73,6 +85,7 @@ try:
     from lerobot.configs.types import FeatureType
     from lerobot.policies.factory import get_policy_class, make_pre_post_processors
     from lerobot.processor.env_processor import LiberoProcessorStep
+    from safetensors import safe_open
     from torchvision.transforms.v2 import functional as TF
 except ImportError as exc:  # the main virtualenv has no lerobot
     raise ImportError(f"{exc}; the lerobot backend runs from .venv-lerobot (make lerobot-venv)") from exc
@@ -84,6 +97,15 @@ PROCESSOR_FILES = ("policy_preprocessor.json", "policy_postprocessor.json")
 # so rows of different sessions can share a call; the second set takes a `noise` argument.
 STATELESS_TYPES = frozenset({"act", "pi0", "pi05", "smolvla"})
 NOISE_TYPES = frozenset({"pi0", "pi05", "smolvla"})
+# Types whose model code needs LeRobot's fork of transformers (openpi's changes to SigLIP, Gemma and
+# PaliGemma); lerobot checks for it with `transformers.models.siglip.check` when it builds them.
+OPENPI_TYPES = frozenset({"pi0", "pi05"})
+OPENPI_TRANSFORMERS = "transformers @ git+https://github.com/huggingface/transformers.git@fix/lerobot_openpi"
+# Named assets: config.json fields and preprocessor step fields that name a pretrained folder LeRobot
+# loads with transformers' from_pretrained (a hub id or a path).
+CONFIG_ASSETS = ("vlm_model_name",)
+PREPROCESSOR_ASSETS = (("tokenizer_processor", "tokenizer_name"),)
+PREPROCESSOR_FILE = PROCESSOR_FILES[0]
 LIBERO_STATE_PARTS = (("robot0_eef_pos", 3), ("robot0_eef_quat", 4), ("robot0_gripper_qpos", 2))
 LIBERO_CAMERAS = (("agentview", "observation.images.image"), ("robot0_eye_in_hand", "observation.images.image2"))
 # RoboTwin's adapter sends these cameras and its 14 joint values (left arm 6 + gripper, right arm 6 +
@@ -100,11 +122,32 @@ def installed_version() -> str:
     return importlib.metadata.version("lerobot")
 
 
+def installed_transformers() -> str:
+    """The installed transformers version, or "" when it is not installed."""
+    try:
+        return importlib.metadata.version("transformers")
+    except importlib.metadata.PackageNotFoundError:
+        return ""
+
+
+def openpi_transformers_installed() -> bool:
+    """Whether transformers carries LeRobot's openpi changes, asked as LeRobot itself asks
+    (lerobot/policies/pi05/modeling_pi05.py:576-584: `transformers.models.siglip.check`)."""
+    if importlib.util.find_spec("transformers") is None:
+        return False
+    try:
+        from transformers.models.siglip import check  # type: ignore[attr-defined]  # only in LeRobot's fork
+    except ImportError:
+        return False
+    return bool(check.check_whether_transformers_replace_is_installed_correctly())
+
+
 def libero_settings(policy_type: str, camera_size: int, **extra: Any) -> dict[str, Any]:
     """The LIBERO feature map of LeRobot's LIBERO processor and openpi: agentview ->
     `observation.images.image`, wrist -> `observation.images.image2`, 8-D `observation.state`."""
     return {
         "lerobot_version": installed_version(),
+        "transformers_version": installed_transformers(),
         "policy_type": policy_type,
         "cameras": [
             {"name": name, "height": camera_size, "width": camera_size, "feature": feature}
@@ -135,6 +178,7 @@ def robotwin_settings(
     chosen = {**ROBOTWIN_CAMERAS, **(features or {})}
     return {
         "lerobot_version": installed_version(),
+        "transformers_version": installed_transformers(),
         "policy_type": policy_type,
         "cameras": [
             {"name": name, "height": camera_height, "width": camera_width, "feature": chosen[name]}
@@ -228,6 +272,22 @@ def load_config(root: Path, settings: dict[str, Any]) -> Any:
             "batch, and the others are not yet checked for a predict_action_chunk that reads only its batch",
             path=root / CONFIG_FILE,
         )
+    if policy_type in OPENPI_TYPES and not openpi_transformers_installed():
+        raise CheckpointError(
+            f"{CONFIG_FILE}: policy type {policy_type!r} needs LeRobot's fork of transformers (openpi's changes), "
+            f"not transformers {installed_transformers() or '(absent)'}: install {OPENPI_TRANSFORMERS!r} into "
+            "the lerobot virtualenv, or serve it through openpi's server and the remote backend (docs/backends.md)",
+            path=root / CONFIG_FILE,
+        )
+    if raw.get("load_vlm_weights") is True:
+        # lerobot/policies/smolvla/smolvlm_with_expert.py:76-83: true downloads the VLM's own weights
+        # (as bfloat16) before model.safetensors replaces them; false builds it from its config alone.
+        raise CheckpointError(
+            f"{CONFIG_FILE}: load_vlm_weights is true, which fetches the VLM's weights from the hub before "
+            "model.safetensors replaces them; set it to false (the trained weights are in model.safetensors) "
+            "and seal again",
+            path=root / CONFIG_FILE,
+        )
     try:
         config = PreTrainedConfig.from_pretrained(root)
     except Exception as exc:  # draccus reports a bad field with its own exception types
@@ -249,6 +309,93 @@ def load_config(root: Path, settings: dict[str, Any]) -> Any:
             path=root / CONFIG_FILE,
         )
     return config
+
+
+def asset_folder(root: Path, name: Any, where: str) -> Path:
+    """The folder inside the checkpoint that an asset name (a config.json or processor field) names,
+    relative to the checkpoint folder; CheckpointError naming the field when it leaves the folder or
+    names no folder there."""
+    if not isinstance(name, str) or not name:
+        raise CheckpointError(f"{root}: {where} must name a folder, got {name!r}", path=root)
+    inside = root.resolve()
+    target = (root / name).resolve()
+    if target != inside and inside not in target.parents:
+        raise CheckpointError(
+            f"{root}: {where} {name!r} is outside the checkpoint folder, so it would be read but not sealed; "
+            "copy it into the folder and name it relative to the folder",
+            path=root,
+        )
+    if not target.is_dir():
+        raise CheckpointError(
+            f"{root}: {where} {name!r} names no folder inside the checkpoint folder; copy the files it names "
+            f"(its config, tokenizer and processor files) to {root / name} and seal again",
+            path=root / name,
+        )
+    return target
+
+
+def asset_folders(root: Path, settings: dict[str, Any]) -> dict[str, Path]:
+    """Every named asset the policy loads -> its folder inside the checkpoint: config.json's
+    CONFIG_ASSETS, and PREPROCESSOR_ASSETS as the sealed processor_overrides or else
+    policy_preprocessor.json set them (keys: "config.<field>", "preprocessor.<step>.<field>")."""
+    raw = _read_config_json(root)
+    found = {
+        f"config.{field}": asset_folder(root, raw[field], f"{CONFIG_FILE} {field}")
+        for field in CONFIG_ASSETS
+        if field in raw
+    }
+    steps = json.loads((root / PREPROCESSOR_FILE).read_text()).get("steps", [])
+    every = settings.get("processor_overrides", {})
+    overrides = every.get("preprocessor", {}) if isinstance(every, dict) else {}
+    for step_name, field in PREPROCESSOR_ASSETS:
+        saved = [s.get("config", {}) for s in steps if isinstance(s, dict) and s.get("registry_name") == step_name]
+        override = overrides.get(step_name, {}) if isinstance(overrides, dict) else {}
+        if isinstance(override, dict) and field in override:
+            where, name = f"settings.processor_overrides.preprocessor.{step_name}.{field}", override[field]
+        elif saved and isinstance(saved[0], dict) and field in saved[0]:
+            where, name = f"{PREPROCESSOR_FILE} {step_name}.{field}", saved[0][field]
+        else:
+            continue
+        found[f"preprocessor.{step_name}.{field}"] = asset_folder(root, name, where)
+    return found
+
+
+def check_loaded_weights(policy: Any, weights: Path, policy_type: str) -> None:
+    """Every tensor of the weights file is in the policy with its shape and values, and every tensor
+    of the policy is in the file or tied to one that is; CheckpointError naming the first that is not."""
+    state = policy.state_dict()
+    with safe_open(str(weights), framework="pt", device="cpu") as handle:
+        names = sorted(handle.keys())
+        for name in names:
+            key = name if name in state or policy_type not in OPENPI_TYPES else f"model.{name}"
+            if key not in state:
+                raise CheckpointError(
+                    f"{WEIGHTS_FILE}: tensor {name!r} is not in the {policy_type} policy, so LeRobot's loader "
+                    "left it unused (a renamed or stray key)",
+                    path=weights,
+                )
+            stored, loaded = handle.get_tensor(name), state[key].detach().to("cpu")
+            if tuple(stored.shape) != tuple(loaded.shape):
+                raise CheckpointError(
+                    f"{WEIGHTS_FILE}: tensor {name!r} is {tuple(stored.shape)} but the {policy_type} policy's "
+                    f"is {tuple(loaded.shape)}",
+                    path=weights,
+                )
+            if not torch.equal(stored.to(loaded.dtype), loaded):
+                raise CheckpointError(
+                    f"{WEIGHTS_FILE}: tensor {name!r} differs from the {policy_type} policy's after loading "
+                    "(LeRobot's loader did not load it)",
+                    path=weights,
+                )
+    from_file = {name if name in state or policy_type not in OPENPI_TYPES else f"model.{name}" for name in names}
+    filled = {state[key].data_ptr() for key in from_file if state[key].numel()}
+    for key in sorted(set(state) - from_file):
+        if not state[key].numel() or state[key].data_ptr() not in filled:  # a tied weight shares storage
+            raise CheckpointError(
+                f"{WEIGHTS_FILE}: the {policy_type} policy's tensor {key!r} is not in the file, so it kept its "
+                "random initial values",
+                path=weights,
+            )
 
 
 def _features(config: Any, kind: Any) -> dict[str, tuple[int, ...]]:
@@ -335,6 +482,20 @@ def _processor_overrides(settings: dict[str, Any], device: str, root: Path) -> t
     return chosen[0], chosen[1]
 
 
+def _policy_class(policy_type: str, root: Path) -> Any:
+    """LeRobot's policy class for the type, imported now (seal and start), so a module the
+    virtualenv lacks is named before any weights are read."""
+    try:
+        return get_policy_class(policy_type)
+    except ImportError as exc:
+        raise CheckpointError(
+            f"{CONFIG_FILE}: LeRobot's {policy_type} policy needs the Python module {exc.name or exc}, which this "
+            f"virtualenv lacks ({exc}); add it to requirements/lerobot.txt and rebuild .venv-lerobot "
+            "(make lerobot-venv)",
+            path=root / CONFIG_FILE,
+        ) from exc
+
+
 def noise_seed(base: int, episode_id: str, step: int) -> int:
     """A per-session, per-step seed: the same whatever else is in the batch."""
     digest = hashlib.sha256(f"{base}:{episode_id}:{step}".encode()).digest()
@@ -352,6 +513,19 @@ class LeRobotBackend:
                 f"{root}: sealed for lerobot {sealed_version}, but lerobot {installed_version()} is installed",
                 path=root,
             )
+        sealed_transformers = settings.get("transformers_version")
+        if not isinstance(sealed_transformers, str):
+            raise CheckpointError(
+                f"{root}: lerobot settings need 'transformers_version' as a str (the installed one is "
+                f"{installed_transformers() or 'absent'}), got {sealed_transformers!r}",
+                path=root,
+            )
+        if sealed_transformers != installed_transformers():
+            raise CheckpointError(
+                f"{root}: sealed for transformers {sealed_transformers}, but transformers "
+                f"{installed_transformers() or '(none)'} is installed",
+                path=root,
+            )
         if not huggingface_hub.constants.HF_HUB_OFFLINE:
             raise BackendError("huggingface_hub was imported before the lerobot backend could set HF_HUB_OFFLINE")
         if options.dtype != "float32" or options.compile or options.autocast:
@@ -361,6 +535,10 @@ class LeRobotBackend:
         self.options = options
         self.config = load_config(root, settings)
         self.config.device = options.device
+        self.assets = asset_folders(root, settings)
+        vlm = self.assets.get("config.vlm_model_name")
+        if vlm is not None:  # LeRobot would read the name relative to the working directory
+            self.config.vlm_model_name = str(vlm)
         if getattr(self.config, "pretrained_backbone_weights", None) is not None:
             # ACT's default names torchvision's ImageNet weights, which building the policy would
             # download, only for model.safetensors (loaded strictly, backbone included) to replace.
@@ -379,6 +557,13 @@ class LeRobotBackend:
         self.policy_type = str(self.config.type)
         self.noise_seed = int(settings.get("noise_seed", 0))
         self.overrides = _processor_overrides(settings, options.device, root)
+        for key, folder in self.assets.items():
+            pipeline, _, rest = key.partition(".")
+            if pipeline == "preprocessor":
+                step_name, _, field = rest.partition(".")
+                pre = self.overrides[0]
+                pre[step_name] = {**pre.get(step_name, {}), field: str(folder)}
+        self.policy_class = _policy_class(self.policy_type, root)
         self.policy: Any = None
         self.preprocessor: Any = None
         self.postprocessor: Any = None
@@ -390,22 +575,37 @@ class LeRobotBackend:
             torch.backends.cuda.matmul.allow_tf32 = True
         pre, post = self.overrides
         try:
-            policy_class = get_policy_class(self.policy_type)
             try:
-                self.policy = policy_class.from_pretrained(self.root, config=self.config, strict=True)
-            except RuntimeError as exc:  # torch's load_state_dict: missing, unexpected or misshapen tensors
+                # strict=False: check_loaded_weights names the first missing or stray tensor itself,
+                # also for loaders that catch their own errors (pi0, pi05).
+                self.policy = self.policy_class.from_pretrained(self.root, config=self.config, strict=False)
+            except RuntimeError as exc:  # torch's load_state_dict: misshapen tensors
                 raise CheckpointError(
                     f"{WEIGHTS_FILE} does not fit the {self.policy_type} policy of {CONFIG_FILE}: {exc}",
                     path=self.root / WEIGHTS_FILE,
                 ) from exc
+            check_loaded_weights(self.policy, self.root / WEIGHTS_FILE, self.policy_type)
             self.preprocessor, self.postprocessor = make_pre_post_processors(
                 self.config, pretrained_path=str(self.root), preprocessor_overrides=pre, postprocessor_overrides=post
             )
-        except OSError as exc:  # huggingface_hub's offline refusals and failed downloads are OSErrors
+        except ImportError as exc:  # a module the policy or a processor imports when it is built
             raise CheckpointError(
-                f"{self.root}: loading the {self.policy_type} policy tried to read something outside the folder "
-                f"({exc}); copy what it names (a tokenizer or backbone repository) into the checkpoint folder, "
-                "point config.json or settings.processor_overrides at the copy, and seal again",
+                f"{self.root}: loading the {self.policy_type} policy needs the Python module "
+                f"{exc.name or exc}, which this virtualenv lacks ({exc}); add it to requirements/lerobot.txt "
+                "and rebuild .venv-lerobot (make lerobot-venv)",
+                path=self.root,
+            ) from exc
+        except (OSError, ValueError, AttributeError, KeyError) as exc:
+            # What transformers and huggingface_hub raise for an asset they cannot read: OSError (a file
+            # absent offline), ValueError (a tokenizer it cannot build), AttributeError or KeyError (a
+            # tokenizer class built without its vocabulary file, whose name is then None).
+            folders = ", ".join(
+                f"{key} = {folder.relative_to(self.root.resolve())}" for key, folder in self.assets.items()
+            )
+            raise CheckpointError(
+                f"{self.root}: loading the {self.policy_type} policy could not read an asset "
+                f"({type(exc).__name__}: {exc}); provide the file it names inside the checkpoint folder "
+                f"({folders or 'no named asset folders'}) and seal again",
                 path=self.root,
             ) from exc
         warm = self.act([self._blank_observation()], [History(session_id="warmup", episode=policy_pb2.EpisodeMeta())])

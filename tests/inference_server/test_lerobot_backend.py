@@ -290,7 +290,7 @@ def test_a_changed_statistics_file_changes_the_digest_and_a_stale_seal_is_refuse
     assert dry_run_digest(lerobot_python, tmp_path) != before
 
 
-def test_settings_are_in_the_digest_and_a_checkpoint_sealed_for_another_lerobot_is_refused(
+def test_settings_are_in_the_digest_and_a_checkpoint_sealed_for_another_lerobot_or_transformers_is_refused(
     lerobot_python: Path, tiny_act: Path, libero_settings: dict[str, Any], tmp_path: Path
 ) -> None:
     folder = sealed_copy(tiny_act, tmp_path, libero_settings)
@@ -302,6 +302,11 @@ def test_settings_are_in_the_digest_and_a_checkpoint_sealed_for_another_lerobot_
     done = run_server(lerobot_python, tmp_path, "--dry-run")
     assert done.returncode == 2
     assert "sealed for lerobot 0.3.3, but lerobot 0.4.4 is installed" in done.stderr
+
+    seal(folder, "lerobot", {**libero_settings, "transformers_version": "4.53.2"})
+    done = run_server(lerobot_python, tmp_path, "--dry-run")
+    assert done.returncode == 2
+    assert "sealed for transformers 4.53.2, but transformers 4.57.6 is installed" in done.stderr
 
 
 def with_config(folder: Path, settings: dict[str, Any], **changes: Any) -> None:
