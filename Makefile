@@ -64,8 +64,10 @@ iproute2:
 
 # LIBERO, the lerobot virtualenv and the simulator stacks are installed above, so their tests must
 # run, not skip.
+# TEST_JOBS pytest processes (xdist), each taking whole test files; 1 runs the suite in one.
+TEST_JOBS ?= 2
 test: $(INSTALL_STAMP) $(LEROBOT_STAMP) $(STACK_STAMPS) /usr/bin/chromium iproute2
-	EVALFLEET_REQUIRE_LIBERO=1 EVALFLEET_REQUIRE_STACKS=1 EVALFLEET_LEROBOT_PYTHON=$(LEROBOT_PY) $(PY) -m pytest --durations=20
+	EVALFLEET_REQUIRE_LIBERO=1 EVALFLEET_REQUIRE_STACKS=1 EVALFLEET_LEROBOT_PYTHON=$(LEROBOT_PY) $(PY) -m pytest -n $(TEST_JOBS) --dist loadfile --durations=30
 
 # The core in a few minutes: everything but the tests that need LIBERO, chromium or network namespaces
 # (pytest markers in pyproject.toml). CI runs `make test`; this is for iterating.
