@@ -372,9 +372,15 @@ def compare_task(suite: str, task_id: int, trials: int, max_steps: int) -> tuple
 
 
 def _tasks(raw: str, suite: str) -> list[int]:
+    """The task ids ``--tasks`` names in ``suite``; ValueError names a bad one."""
+    count = suite_size(suite, "--suites")
     if raw == "all":
-        return list(range(suite_size(suite, "--tasks")))
-    return [int(part) for part in raw.split(",")]
+        return list(range(count))
+    ids = [int(part) for part in raw.split(",")]
+    for task in ids:
+        if not 0 <= task < count:
+            raise ValueError(f"{suite} has tasks 0-{count - 1}, not {task}")
+    return ids
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -391,6 +397,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("--trials must be 1..50")
     if args.max_steps < 0:
         parser.error("--max-steps must be >= 0")
+    if not args.out.parent.is_dir():
+        parser.error(f"--out: {args.out.parent} is not a folder")
     try:
         plan = [(suite, task) for suite in args.suites for task in _tasks(args.tasks, suite)]
     except ValueError as exc:
@@ -403,7 +411,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         for theirs, mine in zip(harness, ours, strict=True):
             diff = differences(theirs, mine)
             found += diff
-            rows.append({**theirs.summary(), "evalfleet_seconds": round(mine.seconds, 1), "differences": diff})
+            rows.append(
+                {
+                    **theirs.summary(),
+                    "evalfleet_seconds": round(mine.seconds, 1),
+                    "evalfleet_cpu_seconds": round(mine.cpu_seconds, 1),
+                    "differences": diff,
+                }
+            )
         elapsed = time.monotonic() - started
         progress(
             f"{n}/{len(plan)} {suite} task {task}: {len(harness)} trials, "
@@ -419,16 +434,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         "successes": sum(row["success"] for row in rows),
         "trials_that_touched": sum(row["touched_steps"] > 0 for row in rows),
         "seconds": round(time.monotonic() - started, 1),
+        "cpu_seconds": round(time.process_time(), 1),
         "vlaeval_seconds": round(sum(row["seconds"] for row in rows), 1),
         "evalfleet_seconds": round(sum(row["evalfleet_seconds"] for row in rows), 1),
+        "vlaeval_cpu_seconds": round(sum(row["cpu_seconds"] for row in rows), 1),
+        "evalfleet_cpu_seconds": round(sum(row["evalfleet_cpu_seconds"] for row in rows), 1),
         "rows": rows,
     }
     args.out.write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
     print(
         f"{summary['identical']}/{summary['trials']} trials identical ({summary['policy_steps']} policy steps, "
         f"{summary['successes']} successes, {summary['trials_that_touched']} touched); "
-        f"{summary['seconds']} s (vla-eval {summary['vlaeval_seconds']} s, "
-        f"evalfleet {summary['evalfleet_seconds']} s); "
+        f"{summary['seconds']} s, {summary['cpu_seconds']} s CPU (trials: vla-eval {summary['vlaeval_seconds']} s, "
+        f"{summary['vlaeval_cpu_seconds']} s CPU; evalfleet {summary['evalfleet_seconds']} s, "
+        f"{summary['evalfleet_cpu_seconds']} s CPU); "
         f"summary in {args.out}"
     )
     for line in found:

@@ -24,7 +24,7 @@ if importlib.util.find_spec("libero") is None and os.environ.get("EVALFLEET_REQU
 if importlib.util.find_spec("vla_eval") is None:
     pytest.skip("vla-eval is not installed (the `remote` extra)", allow_module_level=True)
 
-from scripts.proofs.libero_openloop import WAIT_STEPS, compare_task, differences, policy_action
+from scripts.proofs.libero_openloop import WAIT_STEPS, compare_task, differences, main, policy_action
 
 pytestmark = [pytest.mark.slow, pytest.mark.libero]
 STEPS = 22  # the step limit; in libero_spatial 0 the gripper, going straight down, touches the stove at step 18
@@ -65,3 +65,20 @@ def test_the_policy_is_a_function_of_task_trial_and_step() -> None:
         policy_action("libero_10", 3, 1, 5),
     ]
     assert not any(np.array_equal(first, other) for other in others)
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--trials", "0"], "--trials must be 1..50"),
+        (["--max-steps", "-1"], "--max-steps must be >= 0"),
+        (["--suites", "libero_goal", "--tasks", "10"], "--tasks: libero_goal has tasks 0-9, not 10"),
+        (["--tasks", "one"], "--tasks: invalid literal"),
+        (["--out", "/nonexistent/summary.json"], "--out: /nonexistent is not a folder"),
+    ],
+)
+def test_the_full_size_script_refuses_bad_options_in_one_line(argv: list[str], message: str, capsys) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    assert exited.value.code == 2
+    assert message in capsys.readouterr().err.splitlines()[-1]
