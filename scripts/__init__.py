@@ -8,6 +8,8 @@ installed (pyproject's package list leaves ``scripts`` out) and no product packa
 
 - ``scripts.bench``: one module per benchmark, and the servers and workloads they share.
 - ``scripts.chaos``: evaluations reconciled after seeded kills (``python -m scripts.chaos``).
+- ``scripts.proofs``: long comparisons against the harnesses' own code, whose CI tests run them
+  small (``python -m scripts.proofs.libero_openloop``).
 - ``scripts.fuzz``: the fuzz strategies and properties the CI tests and the long run share, and the
   long run (``python -m scripts.fuzz.long``).
 - ``scripts.common``: what they share (percentiles, tables, progress lines, signals, the command

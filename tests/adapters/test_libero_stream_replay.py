@@ -5,6 +5,11 @@ for each trial in order ``reset()``, ``set_init_state``, the wait steps and the 
 adapter instead rebuilds trial i on its own (a reset under the fixed seed, then the entry's fixture
 poses and solver warm start). Driving both with the same actions, the simulator's full state and
 the solver's warm start after every step must be identical, for every trial, not only the first.
+
+The adapter here compiles every trial's scene (``reuse_scene=False``, LIBERO's hard reset). Its
+default, reusing the compiled scene, is held to this one by tests/adapters/test_libero_soft_reset.py,
+and to vla-eval's own loop of these trials (the same stream, seed 7) by
+tests/adapters/test_libero_openloop.py, which compares the same state after every step.
 """
 
 from __future__ import annotations
@@ -84,11 +89,10 @@ def _stream(suite: str, task_id: int) -> list[list[np.ndarray]]:
 
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize(("suite", "task"), TASKS, ids=[f"{suite}-{task}" for suite, task in TASKS])
-@pytest.mark.parametrize("reuse_scene", [True, False], ids=["reuse", "hard"])
-def test_rebuilt_trials_are_the_evaluators_stream(suite: str, task: int, reuse_scene: bool) -> None:
+def test_rebuilt_trials_are_the_evaluators_stream(suite: str, task: int) -> None:
     manifest = _manifest(suite, task)
     want = _stream(suite, task)
-    adapter = LiberoBenchmark(max_idle_envs=1, reuse_scene=reuse_scene)
+    adapter = LiberoBenchmark(max_idle_envs=1, reuse_scene=False)
     try:
         for trial in reversed(range(TRIALS)):  # any order: each trial is rebuilt on its own
             episode = adapter.open_episode(manifest, trial, cameras=())

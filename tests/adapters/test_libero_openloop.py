@@ -1,0 +1,84 @@
+"""Open loop against vla-eval 0.8.0's own LIBERO code: a ``--protocol openpi`` trial is vla-eval's trial, byte for byte.
+
+vla-eval's ``LIBEROBenchmark`` runs as its orchestrator runs it (one environment per task with
+``env.seed(7)``, the trials in order, its ``SyncEpisodeRunner`` stepping each); evalfleet runs the
+manifest's entries in reverse order through the code its renderer worker runs for an episode, and
+maps each observation with the ``remote`` backend's vla-eval recipe (docs/remote.md). The same
+policy, a function of (suite, task, trial, step) that drives the gripper onto the scene, answers
+both (``scripts.proofs.libero_openloop``, which runs the same comparison at full size). Every
+observation the policy is handed (both images, the state vector, the instruction), every action
+``env.step`` receives, the contacts after each step and the step the episode ends at must be the
+same bytes. A short step limit ends every trial here, so where each ends is compared too.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+
+import numpy as np
+import pytest
+
+if importlib.util.find_spec("libero") is None and os.environ.get("EVALFLEET_REQUIRE_LIBERO") != "1":
+    pytest.skip("LIBERO is not installed (scripts/install_libero.sh)", allow_module_level=True)
+if importlib.util.find_spec("vla_eval") is None:
+    pytest.skip("vla-eval is not installed (the `remote` extra)", allow_module_level=True)
+
+from scripts.proofs.libero_openloop import WAIT_STEPS, compare_task, differences, main, policy_action
+
+pytestmark = [pytest.mark.slow, pytest.mark.libero]
+STEPS = 22  # the step limit; in libero_spatial 0 the gripper, going straight down, touches the stove at step 18
+# One task of each standard suite. libero_spatial 0 has fixtures (a stove, a cabinet) whose poses
+# the task's stream draws, libero_object 0 none; they run three and two trials, so that later
+# trials start where the earlier ones left the stream, and evalfleet runs them in reverse order on
+# its reused scene (which tests/adapters/test_libero_stream_replay.py leaves to this test).
+CASES = [("libero_spatial", 0, 3), ("libero_object", 0, 2), ("libero_goal", 0, 1), ("libero_10", 0, 1)]
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize(("suite", "task", "trials"), CASES, ids=[suite for suite, _, _ in CASES])
+def test_an_openpi_trial_is_vla_evals_trial_byte_for_byte(suite: str, task: int, trials: int) -> None:
+    harness, ours = compare_task(suite, task, trials, STEPS)
+    assert [t.trial for t in harness] == [t.trial for t in ours] == list(range(trials))
+    for theirs, mine in zip(harness, ours, strict=True):
+        assert differences(theirs, mine) == []
+        # The comparison saw the whole episode: the wait steps, every policy step, an observation
+        # before each, and the episode ended where the step limit (or a success) ends it.
+        assert len(theirs.applied) == len(theirs.physics) == WAIT_STEPS + theirs.steps
+        assert len(theirs.observations) == theirs.steps
+        assert theirs.steps == STEPS or theirs.success
+        assert sorted(theirs.observations[0]) == ["images.agentview", "images.wrist", "states", "task_description"]
+        # Each side binarized the gripper the same way before env.step: the policy's value is never +-1.
+        assert abs(policy_action(suite, task, theirs.trial, 0)[6]) != 1.0
+    if suite == "libero_spatial":
+        assert any(any(t.touched[WAIT_STEPS:]) for t in harness), "the gripper touched the stove"
+    assert len({t.observations[-1]["images.agentview"] for t in harness}) == trials, "each trial is its own"
+
+
+def test_the_policy_is_a_function_of_task_trial_and_step() -> None:
+    first = policy_action("libero_goal", 3, 1, 5)
+    assert first.dtype == np.float64 and first.shape == (7,)
+    assert np.array_equal(first, policy_action("libero_goal", 3, 1, 5))
+    others = [
+        policy_action("libero_goal", 3, 2, 5),
+        policy_action("libero_goal", 4, 1, 5),
+        policy_action("libero_10", 3, 1, 5),
+    ]
+    assert not any(np.array_equal(first, other) for other in others)
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--trials", "0"], "--trials must be 1..50"),
+        (["--max-steps", "-1"], "--max-steps must be >= 0"),
+        (["--suites", "libero_goal", "--tasks", "10"], "--tasks: libero_goal has tasks 0-9, not 10"),
+        (["--tasks", "one"], "--tasks: invalid literal"),
+        (["--out", "/nonexistent/summary.json"], "--out: /nonexistent is not a folder"),
+    ],
+)
+def test_the_full_size_script_refuses_bad_options_in_one_line(argv: list[str], message: str, capsys) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    assert exited.value.code == 2
+    assert message in capsys.readouterr().err.splitlines()[-1]
