@@ -1,18 +1,26 @@
 """Run in .venv-lerobot by the lerobot backend's tests and by `python -m scripts.bench.inference --lerobot`:
 LeRobot's own code on the far side of a check or a measurement.
 
-    build DIR [--policy act|smolvla] [--benchmark B] [--seed N] [--size PX | HxW]
+    build DIR [--policy act|smolvla|xvla] [--benchmark B] [--seed N] [--size PX | HxW]
         a tiny policy with benchmark B's features (random weights, nothing fetched), saved with its
         pre- and postprocessor by LeRobot's save_pretrained. `act` (the default): chunk_size 10,
         n_action_steps 10, no pretrained backbone. `smolvla`: LeRobot's SmolVLA at its default
         architecture (chunk 50, cross-attention expert 0.75x) over a tiny SmolVLM2-shaped VLM whose
         config, tokenizer and processor files are in DIR/vlm (`vlm_model_name: "vlm"`, relative to
-        DIR; `load_vlm_weights: false`), built by `build_smolvla` below
+        DIR; `load_vlm_weights: false`), built by `build_smolvla` below. `xvla` (LIBERO only): LeRobot's
+        X-VLA (chunk 32, 10 denoising steps, ee6d actions, 20-D state and action) over a Florence-2
+        of toy widths (DaViT stages 8/16/16/32 wide, one layer each; a one-layer BART of width 32)
+        and a one-block action head of width 32; its tokenizer (a byte-level BPE) is in
+        DIR/tokenizer, named relative to DIR; identity normalization, as LeRobot's default; the
+        policy preprocessor without X-VLA's image and domain-id steps, as lerobot/xvla-libero's
     direct DIR INPUTS OUT [--benchmark B] [--noise-seed N]
         what that policy with its processors answers for each observation in INPUTS, called one
         row at a time, from DIR as the working directory (LeRobot reads the asset names of a folder
         relative to it); a flow-matching policy (smolvla) is given the noise the evalfleet backend
-        gives episode `i` (the row's index) at step 0 under noise_seed N
+        gives episode `i` (the row's index) at step 0 under noise_seed N; xvla, which draws its
+        noise from torch's global RNG, is called with that RNG seeded as the backend seeds it, and
+        its LIBERO observations and actions go through LeRobot's X-VLA env processors (the chunk's
+        actions one step at a time, as lerobot_eval does)
     select DIR INPUTS OUT [--benchmark B]
         the actions LeRobot's own evaluation loop executes when INPUTS are one episode's
         observations, step by step: `policy.select_action` between the processors, which infers a
@@ -200,6 +208,72 @@ def build_smolvla(folder: Path, seed: int, size: tuple[int, int], benchmark: str
         part.save_pretrained(folder)
 
 
+TINY_FLORENCE_TEXT = {"d_model": 32, "encoder_layers": 1, "decoder_layers": 1, "encoder_ffn_dim": 64,
+                      "decoder_ffn_dim": 64, "encoder_attention_heads": 2, "decoder_attention_heads": 2,
+                      "max_position_embeddings": 128}  # fmt: skip
+TINY_FLORENCE_VISION = {"dim_embed": [8, 16, 16, 32], "num_heads": [1, 2, 2, 2], "num_groups": [1, 2, 2, 2],
+                        "depths": [1, 1, 1, 1], "projection_dim": 32, "window_size": 4}  # fmt: skip
+XVLA_STATE_LENGTH = XVLA_ACTION_DIM = 20  # LeRobot's X-VLA LIBERO state; ee6d actions (max_action_dim)
+TOKENIZER_FOLDER = "tokenizer"
+XVLA_ENV_STEPS = ("XVLAImageToFloatProcessorStep", "XVLAImageNetNormalizeProcessorStep", "XVLAAddDomainIdProcessorStep")
+
+
+def build_xvla(folder: Path, seed: int, size: tuple[int, int], benchmark: str = "libero") -> None:
+    """A tiny X-VLA with LIBERO features; the BART-style tokenizer (byte-level BPE with BART's special
+    tokens) in folder/tokenizer. LeRobot reads `tokenizer_name` against the working directory, so the
+    build runs from the folder."""
+    from lerobot.policies.xvla.configuration_xvla import XVLAConfig
+    from lerobot.policies.xvla.modeling_xvla import XVLAPolicy
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    if benchmark != "libero":
+        raise SystemExit("lerobot_tiny: --policy xvla builds LIBERO features only")
+    torch.manual_seed(seed)
+    folder.mkdir(parents=True, exist_ok=True)
+    bpe = Tokenizer(models.BPE())
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.decoder = decoders.ByteLevel()
+    special = ["<s>", "<pad>", "</s>", "<unk>"]  # BART's, at BART's ids (pad 1, as Florence-2's config)
+    trainer = trainers.BpeTrainer(
+        vocab_size=400, special_tokens=special, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+    )
+    bpe.train_from_iterator(TOKENIZER_TEXT, trainer)
+    tokenizer = PreTrainedTokenizerFast(  # type: ignore[no-untyped-call]
+        tokenizer_object=bpe, bos_token="<s>", pad_token="<pad>", eos_token="</s>", unk_token="<unk>"
+    )
+    tokenizer.save_pretrained(folder / TOKENIZER_FOLDER)
+    os.chdir(folder)
+    vocab = len(tokenizer)
+    visual = PolicyFeature(type=FeatureType.VISUAL, shape=(3, *size))
+    config = XVLAConfig(
+        device="cpu",
+        florence_config={
+            "vision_config": TINY_FLORENCE_VISION,
+            "text_config": {**TINY_FLORENCE_TEXT, "vocab_size": vocab},
+            "vocab_size": vocab,
+            "projection_dim": TINY_FLORENCE_VISION["projection_dim"],
+        },
+        tokenizer_name=TOKENIZER_FOLDER,
+        hidden_size=32,
+        depth=1,
+        num_heads=2,
+        input_features={
+            **dict.fromkeys(IMAGE_FEATURES["libero"], visual),
+            "observation.state": PolicyFeature(type=FeatureType.STATE, shape=(XVLA_STATE_LENGTH,)),
+        },
+        output_features={"action": PolicyFeature(type=FeatureType.ACTION, shape=(XVLA_ACTION_DIM,))},
+    )
+    policy = XVLAPolicy(config)
+    preprocessor, postprocessor = make_pre_post_processors(config)
+    # As lerobot/xvla-libero on the hub (lerobot issue #2954): its policy preprocessor lacks the X-VLA
+    # image and domain steps, which LeRobot's X-VLA LIBERO env preprocessor applies; kept, LeRobot's
+    # own evaluation would apply them twice (issue #2955), and 0.4.4 stops at the second.
+    preprocessor.steps = [s for s in preprocessor.steps if type(s).__name__ not in XVLA_ENV_STEPS]
+    for part in (policy, preprocessor, postprocessor):
+        part.save_pretrained(folder)
+
+
 def libero_observation(load: Callable[[str], npt.NDArray[Any]]) -> dict[str, Any]:
     raw = {
         # The simulator's orientation: upside down, which LeRobot's LIBERO processor flips back.
@@ -213,6 +287,20 @@ def libero_observation(load: Callable[[str], npt.NDArray[Any]]) -> dict[str, Any
         },
     }
     return dict(LiberoProcessorStep().observation(preprocess_observation(raw)))
+
+
+def xvla_libero_observation(load: Callable[[str], npt.NDArray[Any]]) -> dict[str, Any]:
+    """LeRobot's LIBERO env observation (lerobot/envs/libero.py:252-266: images as the simulator
+    renders them, the end effector's position, quaternion and rotation matrix) converted by
+    `preprocess_observation`, before X-VLA's own env preprocessor (applied by the caller)."""
+    raw = {
+        "pixels": {
+            "image": np.ascontiguousarray(load("agentview")[::-1, ::-1]),
+            "image2": np.ascontiguousarray(load("robot0_eye_in_hand")[::-1, ::-1]),
+        },
+        "robot_state": {"eef": {"pos": load("robot0_eef_pos")[None], "mat": load("robot0_eef_mat").reshape(1, 3, 3)}},
+    }
+    return dict(preprocess_observation(raw))
 
 
 def robotwin_observation(load: Callable[[str], npt.NDArray[Any]]) -> dict[str, Any]:
@@ -238,6 +326,8 @@ def row_noise(config: Any, base: int, episode_id: str, step: int) -> torch.Tenso
 def direct(folder: Path, inputs: Path, out: Path, benchmark: str = "libero", seed: int = 0) -> None:
     policy, preprocessor, postprocessor = _loaded(folder)
     tasks = json.loads((inputs / "tasks.json").read_text())
+    if policy.config.type == "xvla":
+        return direct_xvla(policy, preprocessor, postprocessor, inputs, out, tasks, seed)
     takes_noise = hasattr(policy.config, "max_action_dim")  # the flow-matching configs (smolvla, pi0, pi05)
     chunks = []
     for i, task in enumerate(tasks):
@@ -252,6 +342,32 @@ def direct(folder: Path, inputs: Path, out: Path, benchmark: str = "libero", see
             processed = preprocessor({**observation, "task": [task]})
             chunk = postprocessor(policy.predict_action_chunk(processed, **kwargs))
         chunks.append(chunk[0].to(torch.float32).numpy())
+    np.save(out, np.stack(chunks), allow_pickle=False)
+
+
+def direct_xvla(
+    policy: Any, preprocessor: Any, postprocessor: Any, inputs: Path, out: Path, tasks: list[str], seed: int
+) -> None:
+    """lerobot_eval's path for X-VLA on LIBERO (lerobot/scripts/lerobot_eval.py:162-182, the env
+    processors of lerobot/envs/factory.py:67-70), row by row, torch's RNG seeded as the backend seeds it."""
+    from lerobot.policies.xvla.processor_xvla import make_xvla_libero_pre_post_processors
+
+    from inference_server.backends.lerobot import noise_seed
+
+    env_preprocessor, env_postprocessor = make_xvla_libero_pre_post_processors()
+    chunks = []
+    for i, task in enumerate(tasks):
+
+        def load(name: str, i: int = i) -> npt.NDArray[Any]:
+            array: npt.NDArray[Any] = np.load(inputs / f"{i}.{name}.npy", allow_pickle=False)
+            return array
+
+        observation = env_preprocessor({**xvla_libero_observation(load), "task": [task]})
+        torch.manual_seed(noise_seed(seed, str(i), 0))
+        with torch.inference_mode():
+            chunk = postprocessor(policy.predict_action_chunk(preprocessor(observation)))
+            steps = [env_postprocessor({"action": chunk[:, t]})["action"] for t in range(chunk.shape[1])]
+        chunks.append(torch.stack(steps, dim=1)[0].to(torch.float32).numpy())
     np.save(out, np.stack(chunks), allow_pickle=False)
 
 
@@ -352,7 +468,7 @@ def main() -> None:
     sub = parser.add_subparsers(dest="command", required=True)
     b = sub.add_parser("build")
     b.add_argument("folder", type=Path)
-    b.add_argument("--policy", choices=("act", "smolvla"), default="act")
+    b.add_argument("--policy", choices=("act", "smolvla", "xvla"), default="act")
     b.add_argument("--benchmark", choices=sorted(IMAGE_FEATURES), default="libero")
     b.add_argument("--seed", type=int, default=0)
     b.add_argument("--size", type=image_size, default=(64, 64), help="PX (square) or HxW")
@@ -372,6 +488,8 @@ def main() -> None:
             setattr(args, name, getattr(args, name).absolute())
     if args.command == "build" and args.policy == "smolvla":
         build_smolvla(args.folder, args.seed, args.size, args.benchmark)
+    elif args.command == "build" and args.policy == "xvla":
+        build_xvla(args.folder, args.seed, args.size, args.benchmark)
     elif args.command == "build":
         build(args.folder, args.seed, args.size, args.benchmark)
     elif args.command == "direct":
