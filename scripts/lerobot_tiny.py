@@ -25,9 +25,11 @@ LeRobot's own code on the far side of a check or a measurement.
         the actions LeRobot's own evaluation loop executes when INPUTS are one episode's
         observations, step by step: `policy.select_action` between the processors, which infers a
         chunk when its queue is empty and executes `n_action_steps` of it
-    throughput DIR [--camera PX]
+    throughput DIR [--camera PX] [--rows]
         the (LIBERO) policy with its processors called directly on batches, no server: reads
-        "BATCH SECONDS" lines on stdin, answers each with one JSON line (steps/s, ms per stage)
+        "BATCH SECONDS" lines on stdin, answers each with one JSON line (steps/s, ms per stage).
+        xvla goes through LeRobot's X-VLA env processors as well; --rows calls the whole path once
+        per row of the batch, each under a seeded fork of torch's RNG, as the backend serves xvla
 
 B is `libero` (the default) or `robotwin`. INPUTS holds `<i>.<name>.npy` for each camera and state
 vector the benchmark's worker sends (upright uint8 HWC images) and `tasks.json`; OUT is one float32
@@ -403,24 +405,67 @@ def _loaded(folder: Path) -> tuple[Any, Any, Any]:
 def _raw_batch(rng: np.random.Generator, batch: int, camera: int) -> dict[str, Any]:
     """A batch of LIBERO env observations as LeRobot's vectorized env hands them over."""
     quat = rng.normal(size=(batch, 4))
+    mat, _ = np.linalg.qr(rng.normal(size=(batch, 3, 3)))  # orthonormal; LeRobot's env reads ee_ori_mat
     return {
         "pixels": {
             key: rng.integers(0, 256, (batch, camera, camera, 3), dtype=np.uint8) for key in ("image", "image2")
         },
         "robot_state": {
-            "eef": {"pos": rng.normal(size=(batch, 3)), "quat": quat / np.linalg.norm(quat, axis=1, keepdims=True)},
+            "eef": {
+                "pos": rng.normal(size=(batch, 3)),
+                "quat": quat / np.linalg.norm(quat, axis=1, keepdims=True),
+                "mat": mat,
+            },
             "gripper": {"qpos": rng.normal(size=(batch, 2)) * 0.04},
         },
     }
 
 
-def throughput(folder: Path, camera: int) -> None:
-    """Times each stage of one direct batched call, over and over for the seconds asked."""
+def _row(raw: dict[str, Any], i: int) -> dict[str, Any]:
+    """Row i of a nested batch of arrays, as a batch of one."""
+    return {k: _row(v, i) if isinstance(v, dict) else v[i : i + 1] for k, v in raw.items()}
+
+
+def throughput(folder: Path, camera: int, rows: bool = False) -> None:
+    """Times each stage of one direct call on a batch (with `rows`, one call per row), over and over
+    for the seconds asked."""
     policy, preprocessor, postprocessor = _loaded(folder)
     sizes = {key: list(feature.shape[-2:]) for key, feature in policy.config.image_features.items()}
-    libero = LiberoProcessorStep()
+    if policy.config.type == "xvla":
+        from lerobot.policies.xvla.processor_xvla import make_xvla_libero_pre_post_processors
+
+        env_pre, env_post = make_xvla_libero_pre_post_processors()
+    else:
+        libero = LiberoProcessorStep()
+        env_pre, env_post = libero.observation, None
     rng = np.random.default_rng(0)
     print("ready", flush=True)
+
+    def call(raw: dict[str, Any], tasks: list[str], seed: int | None, spent: list[float]) -> torch.Tensor:
+        t0 = time.perf_counter()
+        observation = preprocess_observation(raw)
+        for key, size in sizes.items():  # the backend resizes before the env step, the same images
+            observation[key] = TF.resize(observation[key], size, antialias=True)
+        observation = env_pre({**observation, "task": tasks})
+        t1 = time.perf_counter()
+        processed = preprocessor({**observation, "task": tasks})
+        t2 = time.perf_counter()
+        if seed is None:
+            actions = policy.predict_action_chunk(processed)
+        else:
+            with torch.random.fork_rng(devices=[]):
+                torch.manual_seed(seed)
+                actions = policy.predict_action_chunk(processed)
+        t3 = time.perf_counter()
+        chunk: torch.Tensor = postprocessor(actions)
+        if env_post is not None:
+            n, steps, width = chunk.shape
+            chunk = env_post({"action": chunk.reshape(n * steps, width)})["action"].reshape(n, steps, -1)
+        t4 = time.perf_counter()
+        for index, value in enumerate((t1 - t0, t2 - t1, t3 - t2, t4 - t3)):
+            spent[index] += value
+        return chunk
+
     for line in sys.stdin:
         batch, seconds = int(line.split()[0]), float(line.split()[1])
         raw = _raw_batch(rng, batch, camera)
@@ -429,21 +474,17 @@ def throughput(folder: Path, camera: int) -> None:
         calls, chunk = 0, None
         started = time.perf_counter()
         while calls < 2 or time.perf_counter() - started < seconds:
+            spent = [0.0] * 4
             with torch.inference_mode():
-                t0 = time.perf_counter()
-                observation = libero.observation(preprocess_observation(raw))
-                for key, size in sizes.items():
-                    observation[key] = TF.resize(observation[key], size, antialias=True)
-                t1 = time.perf_counter()
-                processed = preprocessor({**observation, "task": tasks})
-                t2 = time.perf_counter()
-                actions = policy.predict_action_chunk(processed)
-                t3 = time.perf_counter()
-                chunk = postprocessor(actions)
-                t4 = time.perf_counter()
+                if rows:
+                    chunk = torch.cat(
+                        [call(_row(raw, i), tasks[i : i + 1], calls * batch + i, spent) for i in range(batch)]
+                    )
+                else:
+                    chunk = call(raw, tasks, None, spent)
             if calls:  # the first call of a batch size is warmup
-                for name, spent in zip(stages, (t1 - t0, t2 - t1, t3 - t2, t4 - t3), strict=True):
-                    stages[name] += spent
+                for name, value in zip(stages, spent, strict=True):
+                    stages[name] += value
             calls += 1
         timed = calls - 1
         total = sum(stages.values())
@@ -482,6 +523,7 @@ def main() -> None:
     t = sub.add_parser("throughput")
     t.add_argument("folder", type=Path)
     t.add_argument("--camera", type=int, default=256)
+    t.add_argument("--rows", action="store_true", help="one call per row, each under a seeded RNG fork")
     args = parser.parse_args()
     for name in ("folder", "inputs", "out"):  # absolute before `_loaded` changes the working directory
         if getattr(args, name, None) is not None:
@@ -497,7 +539,7 @@ def main() -> None:
     elif args.command == "select":
         select(args.folder, args.inputs, args.out, args.benchmark)
     else:
-        throughput(args.folder, args.camera)
+        throughput(args.folder, args.camera, args.rows)
 
 
 if __name__ == "__main__":
