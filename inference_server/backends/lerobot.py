@@ -31,7 +31,9 @@ What evalfleet adds around LeRobot:
   `execute_steps`) unless the settings say otherwise; ACT's temporal ensembling, which queries the
   policy at every step and averages overlapping chunks, is refused. Flow-matching
   policies get per-session noise seeded from (noise_seed, episode id, step), so a session's
-  actions do not depend on which sessions shared its batch.
+  actions do not depend on which sessions shared its batch. X-VLA takes no noise argument (it
+  draws from torch's global RNG): it is called once per row, each under a forked RNG seeded the
+  same way, so a row is what LeRobot answers for that observation alone under that seed.
 - Offline: HF_HUB_OFFLINE and TRANSFORMERS_OFFLINE are set before LeRobot is imported; a policy that
   would fetch something at load fails naming what to copy into the folder.
 - Environment side: the worker's images arrive upright (LeRobot's LIBERO env processor flips the
@@ -39,6 +41,12 @@ What evalfleet adds around LeRobot:
   [0, 1] and are resized to the policy's input size here. The LIBERO state layout is LeRobot's
   LIBERO processor's (end-effector position, axis-angle of its quaternion, gripper qpos), built by
   that processor step itself. RoboTwin's 14 joint values are the state as they come (`concat`).
+  X-VLA's LIBERO contract (`xvla_libero`) is LeRobot's own X-VLA env processors
+  (`make_xvla_libero_pre_post_processors`): a 20-D state from the end-effector position and
+  rotation matrix (`robot0_eef_mat`, 9 values row-major, the controller's `ee_ori_mat` that
+  LeRobot's LIBERO env reads), only `image` flipped (so both images go back to the simulator's
+  orientation first), and each 20-D action turned into LIBERO's 7-D one (6-D rotation to
+  axis-angle, gripper to +-1).
 
 Settings (`evalfleet-checkpoint.json`):
 
@@ -47,10 +55,10 @@ Settings (`evalfleet-checkpoint.json`):
     policy_type         must equal config.json's `type`
     cameras             [{name, height, width, feature}]: what the client sends, and the LeRobot
                         image feature each camera feeds
-    state               {feature, layout: "libero"} or {feature, layout: "concat",
-                        parts: [{name, length}]}
+    state               {feature, layout: "libero"}, {feature, layout: "xvla_libero"} or
+                        {feature, layout: "concat", parts: [{name, length}]}
     processor_overrides optional {preprocessor: {step: {...}}, postprocessor: {step: {...}}}
-    noise_seed          optional int (flow-matching policies), default 0
+    noise_seed          optional int (flow-matching policies and xvla), default 0
     execute_steps       optional: actions executed per chunk (0: the whole chunk); absent,
                         config.json's n_action_steps, as LeRobot's own evaluation runs it
 """
@@ -95,8 +103,11 @@ WEIGHTS_FILE = "model.safetensors"
 PROCESSOR_FILES = ("policy_preprocessor.json", "policy_postprocessor.json")
 # Types whose `predict_action_chunk` reads only the batch it is given (with one observation step),
 # so rows of different sessions can share a call; the second set takes a `noise` argument.
-STATELESS_TYPES = frozenset({"act", "pi0", "pi05", "smolvla"})
+STATELESS_TYPES = frozenset({"act", "pi0", "pi05", "smolvla", "xvla"})
 NOISE_TYPES = frozenset({"pi0", "pi05", "smolvla"})
+# Types that draw their noise from torch's global RNG (lerobot/policies/xvla/modeling_xvla.py:252,
+# `predict_action_chunk` ignores `noise`): one call per row, each under its own seeded fork of the RNG.
+ROW_TYPES = frozenset({"xvla"})
 # Types whose model code needs LeRobot's fork of transformers (openpi's changes to SigLIP, Gemma and
 # PaliGemma); lerobot checks for it with `transformers.models.siglip.check` when it builds them.
 OPENPI_TYPES = frozenset({"pi0", "pi05"})
@@ -107,6 +118,13 @@ CONFIG_ASSETS = ("vlm_model_name",)
 PREPROCESSOR_ASSETS = (("tokenizer_processor", "tokenizer_name"),)
 PREPROCESSOR_FILE = PROCESSOR_FILES[0]
 LIBERO_STATE_PARTS = (("robot0_eef_pos", 3), ("robot0_eef_quat", 4), ("robot0_gripper_qpos", 2))
+# X-VLA's LIBERO state: LeRobot's LIBERO env gives the end effector's position and rotation matrix
+# (lerobot/envs/libero.py:252-266), which its X-VLA LIBERO step turns into a 20-D state.
+XVLA_LIBERO_STATE_PARTS = (("robot0_eef_pos", 3), ("robot0_eef_mat", 9))
+# Steps of LeRobot's X-VLA LIBERO env preprocessor that make_xvla_pre_post_processors also puts in the
+# policy preprocessor (registry names).
+XVLA_ENV_STEP_NAMES = frozenset({"xvla_image_to_float", "xvla_imagenet_normalize", "xvla_add_domain_id"})
+XVLA_LIBERO_ACTION_DIM = 7  # XVLARotation6DToAxisAngleProcessorStep: position 3, axis-angle 3, gripper 1
 LIBERO_CAMERAS = (("agentview", "observation.images.image"), ("robot0_eye_in_hand", "observation.images.image2"))
 # RoboTwin's adapter sends these cameras and its 14 joint values (left arm 6 + gripper, right arm 6 +
 # gripper) as `joint_action`; the feature names are ALOHA-style datasets' (LeRobot fixes none).
@@ -144,7 +162,8 @@ def openpi_transformers_installed() -> bool:
 
 def libero_settings(policy_type: str, camera_size: int, **extra: Any) -> dict[str, Any]:
     """The LIBERO feature map of LeRobot's LIBERO processor and openpi: agentview ->
-    `observation.images.image`, wrist -> `observation.images.image2`, 8-D `observation.state`."""
+    `observation.images.image`, wrist -> `observation.images.image2`, 8-D `observation.state`;
+    for xvla, the state is LeRobot's X-VLA LIBERO layout (`xvla_libero`, 20-D)."""
     return {
         "lerobot_version": installed_version(),
         "transformers_version": installed_transformers(),
@@ -153,7 +172,7 @@ def libero_settings(policy_type: str, camera_size: int, **extra: Any) -> dict[st
             {"name": name, "height": camera_size, "width": camera_size, "feature": feature}
             for name, feature in LIBERO_CAMERAS
         ],
-        "state": {"feature": "observation.state", "layout": "libero"},
+        "state": {"feature": "observation.state", "layout": "xvla_libero" if policy_type == "xvla" else "libero"},
         **extra,
     }
 
@@ -450,6 +469,32 @@ def state_map(config: Any, settings: dict[str, Any], root: Path) -> StateMap:
     if layout == "libero":
         parts: tuple[tuple[str, int], ...] = LIBERO_STATE_PARTS
         built = 8  # position 3, axis-angle 3, gripper 2
+    elif layout == "xvla_libero":
+        if config.type != "xvla":
+            raise CheckpointError(
+                f"{root}: settings.state.layout 'xvla_libero' is X-VLA's, not {config.type}'s", path=root
+            )
+        action_dim = int(config.output_features["action"].shape[0])
+        if action_dim < 10:
+            raise CheckpointError(
+                f"{CONFIG_FILE}: the xvla_libero layout turns 10 or more action values (position, 6-D rotation, "
+                f"gripper) into LIBERO's 7, but the action has {action_dim}",
+                path=root / CONFIG_FILE,
+            )
+        steps = json.loads((root / PREPROCESSOR_FILE).read_text()).get("steps", [])
+        names = [str(s.get("registry_name")) for s in steps if isinstance(s, dict)]
+        doubled = [name for name in names if name in XVLA_ENV_STEP_NAMES]
+        if doubled:
+            # lerobot issue #2955: the env preprocessor normalizes the images and adds the domain id
+            # too, so LeRobot's own LIBERO evaluation applies these twice (0.4.4 stops at the second).
+            raise CheckpointError(
+                f"{PREPROCESSOR_FILE}: the xvla_libero layout runs LeRobot's X-VLA LIBERO env preprocessor, which "
+                f"already applies {', '.join(doubled)}; remove them from the policy preprocessor (as "
+                "lerobot/xvla-libero's has them not) and seal again",
+                path=root / PREPROCESSOR_FILE,
+            )
+        parts = XVLA_LIBERO_STATE_PARTS
+        built = 20  # LeRobot's X-VLA LiberoProcessorStep: position 3, 6-D rotation, 1 zero, then 10 zeros
     elif layout == "concat":
         try:
             parts = tuple((str(p["name"]), int(p["length"])) for p in raw["parts"])
@@ -457,7 +502,9 @@ def state_map(config: Any, settings: dict[str, Any], root: Path) -> StateMap:
             raise CheckpointError(f"{root}: settings.state.parts needs [{{name, length}}]: {exc!r}", path=root) from exc
         built = sum(length for _, length in parts)
     else:
-        raise CheckpointError(f"{root}: settings.state.layout must be 'libero' or 'concat', got {layout!r}", path=root)
+        raise CheckpointError(
+            f"{root}: settings.state.layout must be 'libero', 'xvla_libero' or 'concat', got {layout!r}", path=root
+        )
     (length,) = states[feature]
     if built != length:
         raise CheckpointError(f"{root}: settings.state builds {built} values, but {feature} takes {length}", path=root)
@@ -548,6 +595,12 @@ class LeRobotBackend:
         self.cameras = [m.spec for m in self.camera_maps]
         self.state = [policy_pb2.StateSpec(name=name, length=length) for name, length in self.state_map.parts]
         self.action_dim = int(self.config.output_features["action"].shape[0])
+        self.env_processors: tuple[Any, Any] | None = None
+        if self.state_map.layout == "xvla_libero":
+            from lerobot.policies.xvla.processor_xvla import make_xvla_libero_pre_post_processors
+
+            self.env_processors = make_xvla_libero_pre_post_processors()
+            self.action_dim = XVLA_LIBERO_ACTION_DIM
         self.chunk_length = len(self.config.action_delta_indices)
         # What LeRobot's own evaluation executes of each chunk (select_action's queue,
         # lerobot/policies/act/modeling_act.py:114-121): the checkpoint's execute_steps unless
@@ -621,6 +674,8 @@ class LeRobotBackend:
         state = {s.name: np.zeros(s.length) for s in self.state}
         if self.state_map.layout == "libero":
             state["robot0_eef_quat"][3] = 1.0
+        if self.state_map.layout == "xvla_libero":
+            state["robot0_eef_mat"] = np.eye(3).ravel()
         return Observation(step=0, images=images, state=state)
 
     def _images(self, observations: Sequence[Observation], camera: CameraMap) -> torch.Tensor:
@@ -654,14 +709,52 @@ class LeRobotBackend:
             rows.append(torch.randn(shape, generator=generator))
         return torch.stack(rows).to(self.options.device)
 
-    def act(self, observations: Sequence[Observation], histories: Sequence[History]) -> npt.NDArray[np.float32]:
-        batch: dict[str, Any] = {m.feature: self._images(observations, m) for m in self.camera_maps}
-        batch[self.state_map.feature] = self._state(observations)
+    def _env_batch(self, observations: Sequence[Observation]) -> dict[str, Any]:
+        """What LeRobot's LIBERO env and `preprocess_observation` hand X-VLA's env preprocessor:
+        float CHW images in the simulator's orientation (upside down; its step flips `image` only)
+        and the end effector's position and rotation matrix."""
+        batch: dict[str, Any] = {
+            m.feature: torch.flip(self._images(observations, m), dims=[2, 3]) for m in self.camera_maps
+        }
+        pos = torch.from_numpy(np.stack([o.state["robot0_eef_pos"] for o in observations]))
+        mat = torch.from_numpy(np.stack([o.state["robot0_eef_mat"].reshape(3, 3) for o in observations]))
+        batch["observation.robot_state"] = {"eef": {"pos": pos, "mat": mat}}
+        return batch
+
+    def _chunk(self, observations: Sequence[Observation], histories: Sequence[History]) -> torch.Tensor:
+        if self.env_processors is not None:
+            batch = self._env_batch(observations)
+        else:
+            batch = {m.feature: self._images(observations, m) for m in self.camera_maps}
+            batch[self.state_map.feature] = self._state(observations)
         batch["task"] = [h.episode.instruction for h in histories]
-        with torch.inference_mode():
-            processed = self.preprocessor(batch)
+        if self.env_processors is not None:
+            batch = self.env_processors[0](batch)
+        processed = self.preprocessor(batch)
+        if self.policy_type in ROW_TYPES:
+            (observation,), (history,) = observations, histories
+            seed = noise_seed(self.noise_seed, history.episode.episode_id or history.session_id, observation.step)
+            devices: list[int] | None = [] if self.options.device == "cpu" else None  # None: every CUDA RNG too
+            with torch.random.fork_rng(devices=devices):
+                torch.manual_seed(seed)
+                raw = self.policy.predict_action_chunk(processed)
+        else:
             kwargs = {"noise": self._noise(observations, histories)} if self.policy_type in NOISE_TYPES else {}
-            actions = self.postprocessor(self.policy.predict_action_chunk(processed, **kwargs))
+            raw = self.policy.predict_action_chunk(processed, **kwargs)
+        actions: torch.Tensor = self.postprocessor(raw)
+        if self.env_processors is not None:  # LeRobot's env postprocessor takes one [B, D] action per step
+            rows, steps, width = actions.shape
+            flat = self.env_processors[1]({"action": actions.reshape(rows * steps, width)})["action"]
+            actions = flat.reshape(rows, steps, -1)
+        return actions
+
+    def act(self, observations: Sequence[Observation], histories: Sequence[History]) -> npt.NDArray[np.float32]:
+        with torch.inference_mode():
+            if self.policy_type in ROW_TYPES:
+                pairs = zip(observations, histories, strict=True)
+                actions = torch.cat([self._chunk([o], [h]) for o, h in pairs])
+            else:
+                actions = self._chunk(observations, histories)
         return np.ascontiguousarray(actions.to("cpu", torch.float32).numpy())
 
 

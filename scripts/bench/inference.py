@@ -7,14 +7,17 @@
 (b) S concurrent sessions against a backend whose batch costs a flat `--batch-ms` whatever its size
     (as on a GPU that is not saturated): steps/s against S, and the ratio to the model's raw
     batched throughput, min(S, max_batch) / batch_ms.
-(c) --lerobot (or --lerobot-only): a tiny random-weight ACT policy with LIBERO features
-    (scripts/lerobot_tiny.py), sealed with the `lerobot` backend and served by an inference server
-    run from `--lerobot-python` (.venv-lerobot), two 256x256 cameras + the LIBERO state: steps/s at
-    S=1 and S=16 concurrent sessions, against the same policy and processors called directly on
-    batches of 1 and 16 in a `.venv-lerobot` process (no server), measured in alternating rounds.
+(c) --lerobot (or --lerobot-only): a tiny random-weight policy with LIBERO features
+    (scripts/lerobot_tiny.py; `--lerobot-policy` act, smolvla or xvla), sealed with the `lerobot`
+    backend and served by an inference server run from `--lerobot-python` (.venv-lerobot), two
+    256x256 cameras + the LIBERO state: steps/s at S=1 and S=`--lerobot-batch` concurrent sessions,
+    against the same policy and processors called directly on batches of 1 and S in a
+    `.venv-lerobot` process (no server), measured in alternating rounds. For xvla, which the backend
+    calls once per row, the direct rows are both a batched call and one call per row.
 
     .venv/bin/pip install -e '.[bench]' && .venv/bin/python -m scripts.bench.inference
     make lerobot-venv && .venv/bin/python -m scripts.bench.inference --lerobot-only
+    .venv/bin/python -m scripts.bench.inference --lerobot-only --lerobot-policy smolvla --lerobot-batch 8
 """
 
 from __future__ import annotations
@@ -190,10 +193,14 @@ LIBERO_CAMERAS = ("agentview", "robot0_eye_in_hand")
 
 
 def lerobot_observation(
-    rng: np.random.Generator, camera: int
+    rng: np.random.Generator, camera: int, policy: str = "act"
 ) -> tuple[dict[str, npt.NDArray[np.uint8]], dict[str, npt.NDArray[np.float64]]]:
-    """Upright LIBERO camera images and the state entries the lerobot backend reads."""
+    """Upright LIBERO camera images and the state entries the lerobot backend reads (for xvla, the
+    end effector's position and rotation matrix)."""
     images = {name: rng.integers(0, 256, (camera, camera, 3), dtype=np.uint8) for name in LIBERO_CAMERAS}
+    if policy == "xvla":
+        mat, _ = np.linalg.qr(rng.normal(size=(3, 3)))
+        return images, {"robot0_eef_pos": rng.normal(size=3), "robot0_eef_mat": mat.ravel()}
     quat = rng.normal(size=4)
     state = {
         "robot0_eef_pos": rng.normal(size=3),
@@ -210,14 +217,16 @@ def run_lerobot_python(python: Path, *args: str) -> str:
     return done.stdout
 
 
-def build_tiny_act(python: Path, root: Path, camera: int, policy_size: int) -> Path:
-    """The tests' tiny ACT policy, built and saved by LeRobot, sealed with the `lerobot` backend's
-    LIBERO settings for `camera`-pixel cameras (resized to `policy_size` by the backend)."""
-    folder = root / "act"
-    run_lerobot_python(python, str(LEROBOT_TINY), "build", str(folder), "--size", str(policy_size))
+def build_tiny(python: Path, root: Path, camera: int, policy_size: int, policy: str = "act") -> Path:
+    """The tests' tiny `policy` (act, smolvla, xvla), built and saved by LeRobot, sealed with the
+    `lerobot` backend's LIBERO settings for `camera`-pixel cameras (resized to `policy_size` by the
+    backend)."""
+    folder = root / policy
+    argv = ("build", str(folder), "--policy", policy, "--size", str(policy_size))
+    run_lerobot_python(python, str(LEROBOT_TINY), *argv)
     code = (
         "import json; from inference_server.backends.lerobot import libero_settings; "
-        f"print(json.dumps(libero_settings('act', {camera})))"
+        f"print(json.dumps(libero_settings({policy!r}, {camera})))"
     )
     settings = json.loads(run_lerobot_python(python, "-c", code).strip().splitlines()[-1])
     seal(folder, "lerobot", settings)
@@ -225,11 +234,13 @@ def build_tiny_act(python: Path, root: Path, camera: int, policy_size: int) -> P
 
 
 @contextmanager
-def lerobot_server(python: Path, root: Path, threads: int, *extra: str) -> Iterator[tuple[str, int]]:
+def lerobot_server(
+    python: Path, root: Path, threads: int, *extra: str, epoch: str = "act"
+) -> Iterator[tuple[str, int]]:
     """An inference server run from the lerobot virtualenv with `threads` torch threads, waited for
     on its health service; yields its address and pid."""
     port = free_port()
-    argv = [str(python), *policy_argv("act", root, "--log-level", "WARNING", *extra, port=port)[1:]]
+    argv = [str(python), *policy_argv(epoch, root, "--log-level", "WARNING", *extra, port=port)[1:]]
     address = f"127.0.0.1:{port}"
     env = {"OMP_NUM_THREADS": str(threads)}
     with ServiceProcess(argv, root.parent / "inference-server-lerobot.log", env).spawn() as server:
@@ -258,14 +269,21 @@ class Served:
 
 
 def _lerobot_session_worker(
-    address: str, sessions: int, first: int, start_at: float, stop_at: float, camera: int, chunk: tuple[int, int]
+    address: str,
+    sessions: int,
+    first: int,
+    start_at: float,
+    stop_at: float,
+    camera: int,
+    chunk: tuple[int, int],
+    policy: str = "act",
 ) -> Served:
     """One client process driving `sessions` LIBERO sessions as tasks of one asyncio loop. The
     replies are read whole (the session's `_exchange`, as the backend's test does) for the batch
     size and model time the server reports with each chunk."""
 
     async def run(client: AsyncPolicyClient, digest: str, index: int) -> Served:
-        images, vectors = lerobot_observation(np.random.default_rng(index), camera)
+        images, vectors = lerobot_observation(np.random.default_rng(index), camera, policy)
         state = cast(Mapping[str, Sequence[float]], vectors)  # arrays, read as sequences of floats
         meta = policy_pb2.EpisodeMeta(
             benchmark="libero", episode_id=str(index), instruction=f"put object {index} in the basket"
@@ -296,7 +314,14 @@ def _lerobot_session_worker(
 
 
 def lerobot_served(
-    address: str, server_pid: int, sessions: int, processes: int, seconds: float, camera: int, chunk: tuple[int, int]
+    address: str,
+    server_pid: int,
+    sessions: int,
+    processes: int,
+    seconds: float,
+    camera: int,
+    chunk: tuple[int, int],
+    policy: str = "act",
 ) -> tuple[Served, float]:
     """`sessions` concurrent sessions over client processes for a `seconds` window (after 3 s to
     open and warm up); what they got, and the server's CPU seconds meanwhile."""
@@ -308,7 +333,10 @@ def lerobot_served(
     with multiprocessing.get_context("spawn").Pool(processes) as pool:
         pending = pool.starmap_async(
             _lerobot_session_worker,
-            [(address, n, first, start_at, stop_at, camera, chunk) for n, first in zip(shares, firsts, strict=True)],
+            [
+                (address, n, first, start_at, stop_at, camera, chunk, policy)
+                for n, first in zip(shares, firsts, strict=True)
+            ],
         )
         time.sleep(max(0.0, start_at - time.time()))
         cpu_before = cpu_seconds(server_pid)
@@ -324,8 +352,9 @@ class DirectLeRobot:
     """The policy and its processors called directly, no server: a `lerobot_tiny.py throughput`
     process of the lerobot virtualenv with `threads` torch threads, kept loaded between measurements."""
 
-    def __init__(self, python: Path, folder: Path, camera: int, threads: int) -> None:
+    def __init__(self, python: Path, folder: Path, camera: int, threads: int, rows: bool = False) -> None:
         argv = [str(python), str(LEROBOT_TINY), "throughput", str(folder), "--camera", str(camera)]
+        argv += ["--rows"] if rows else []
         env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
         self.process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
         self._read(lambda line: line.strip() == "ready")
@@ -352,53 +381,67 @@ class DirectLeRobot:
         self.process.wait(timeout=60)
 
 
+POLICY_TITLES = {
+    "act": "ACT (random weights, ResNet-18 backbone)",
+    "smolvla": "SmolVLA (random weights, LeRobot's default action expert over a 4-layer 64-wide SmolVLM2-shaped VLM)",
+    "xvla": "X-VLA (random weights, toy-width Florence-2 and action head, 10 denoising steps)",
+}
+
+
 def lerobot_section(args: argparse.Namespace) -> None:
-    """(c): the served tiny ACT at S=1 and S=batch against direct batches of 1 and `batch`, in
+    """(c): the served tiny policy at S=1 and S=batch against direct batches of 1 and `batch`, in
     alternating rounds so that load from elsewhere on the machine falls on each alike."""
     python = Path(args.lerobot_python).absolute()
     if not python.exists():
         sys.exit(f"bench_inference: {python} does not exist (make lerobot-venv, or pass --lerobot-python)")
-    batch, camera, seconds = args.lerobot_batch, args.lerobot_camera, args.lerobot_seconds
+    batch, camera, seconds, policy = args.lerobot_batch, args.lerobot_camera, args.lerobot_seconds, args.lerobot_policy
     counts = (1, batch)
+    # The direct ways of calling the policy: a batched call, and for xvla (served a row at a time)
+    # also one call per row of the batch.
+    modes = ("batched", "per row") if policy == "xvla" else ("batched",)
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "checkpoints"
-        folder = build_tiny_act(python, root, camera, args.lerobot_policy_size)
+        folder = build_tiny(python, root, camera, args.lerobot_policy_size, policy)
         config = json.loads((folder / "config.json").read_text())
-        chunk = (config["chunk_size"], config["output_features"]["action"]["shape"][0])
+        action_dim = 7 if policy == "xvla" else config["output_features"]["action"]["shape"][0]  # env postprocessor
+        chunk = (config["chunk_size"], action_dim)
         served = {s: Served() for s in counts}
         server_cpu = dict.fromkeys(counts, 0.0)
-        direct: dict[int, list[dict[str, Any]]] = {b: [] for b in counts}
+        direct: dict[tuple[str, int], list[dict[str, Any]]] = {(m, b): [] for m in modes for b in counts}
         extra: tuple[str, ...] = ("--max-batch", str(batch), "--max-sessions", str(batch + 8))
         extra += ("--batch-timeout-ms", str(args.lerobot_batch_timeout_ms))
-        direct_process = DirectLeRobot(python, folder, camera, args.lerobot_threads)
+        processes = {m: DirectLeRobot(python, folder, camera, args.lerobot_threads, m == "per row") for m in modes}
         try:
-            with lerobot_server(python, root, args.lerobot_threads, *extra) as (address, pid):
+            with lerobot_server(python, root, args.lerobot_threads, *extra, epoch=policy) as (address, pid):
                 for _ in range(args.lerobot_rounds):
-                    for b in counts:
-                        direct[b].append(direct_process.measure(b, seconds))
+                    for m in modes:
+                        for b in counts:
+                            direct[m, b].append(processes[m].measure(b, seconds))
                     for s in counts:
                         got, cpu = lerobot_served(
-                            address, pid, s, args.lerobot_client_processes, seconds, camera, chunk
+                            address, pid, s, args.lerobot_client_processes, seconds, camera, chunk, policy
                         )
                         served[s].add(got)
                         server_cpu[s] += cpu
         finally:
-            direct_process.close()
+            for process in processes.values():
+                process.close()
     window = seconds * args.lerobot_rounds
 
-    def direct_ms(b: int, stage: str) -> float:
-        return float(np.mean([r["ms"][stage] for r in direct[b]]))
+    def direct_ms(key: tuple[str, int], stage: str) -> float:
+        return float(np.mean([r["ms"][stage] for r in direct[key]]))
 
     stages = ("inputs", "preprocessor", "policy", "postprocessor")
-    direct_rate = {b: b * len(direct[b]) / sum(sum(r["ms"].values()) / 1000.0 for r in direct[b]) for b in counts}
+    direct_rate = {
+        key: key[1] * len(runs) / sum(sum(r["ms"].values()) / 1000.0 for r in runs) for key, runs in direct.items()
+    }
     rate = {s: served[s].steps / window for s in counts}
     print(
-        f"(c) LeRobot tiny ACT (random weights, ResNet-18 backbone, {args.lerobot_policy_size}x"
-        f"{args.lerobot_policy_size} policy input), lerobot backend served from {args.lerobot_python}, "
-        f"2 x {camera}x{camera} cameras + LIBERO state, CPU, {args.lerobot_threads} torch thread(s) in the "
-        f"server and the direct process, max batch {batch}, batch timeout {args.lerobot_batch_timeout_ms:g} ms, "
-        f"{args.lerobot_client_processes} client processes; {args.lerobot_rounds} alternating rounds of "
-        f"{seconds:g} s per row"
+        f"(c) LeRobot tiny {POLICY_TITLES[policy]}, {args.lerobot_policy_size}x{args.lerobot_policy_size} policy "
+        f"input, lerobot backend served from {args.lerobot_python}, 2 x {camera}x{camera} cameras + LIBERO state, "
+        f"CPU, {args.lerobot_threads} torch thread(s) in the server and the direct process, max batch {batch}, "
+        f"batch timeout {args.lerobot_batch_timeout_ms:g} ms, {args.lerobot_client_processes} client processes; "
+        f"{args.lerobot_rounds} alternating rounds of {seconds:g} s per row"
     )
     rows = []
     for s in counts:
@@ -410,29 +453,35 @@ def lerobot_section(args: argparse.Namespace) -> None:
                 f"{got.model_ms / steps:.0f}", f"{got.queue_ms / steps:.1f}", f"{100 * server_cpu[s] / window:.0f}",
             ]
         )  # fmt: skip
-    for b in counts:
-        total = sum(direct_ms(b, stage) for stage in stages)
-        scale = direct_rate[b] / direct_rate[1]
-        rows.append([f"direct, batch {b}", f"{direct_rate[b]:.1f}", f"{scale:.1f}", f"{b}", f"{total:.0f}", "", ""])
+    base = direct_rate[modes[-1], 1]
+    for m in modes:
+        for b in counts:
+            total = sum(direct_ms((m, b), stage) for stage in stages)
+            scale = direct_rate[m, b] / base
+            rows.append([f"direct {m}, batch {b}", f"{direct_rate[m, b]:.1f}", f"{scale:.1f}", f"{b}", f"{total:.0f}"])
+            rows[-1] += ["", ""]
     header = ["row", "steps/s", "x S=1", "mean batch", "ms per batch (model)", "queue ms / step", "server CPU % core"]
     print(markdown(header, rows))
     print()
-    print("direct, ms per batch by stage (inputs: uint8 HWC -> float CHW, LIBERO state, resize):")
+    print("direct, ms per batch by stage (inputs: uint8 HWC -> float CHW, resize, the env's LIBERO processor):")
     rows = []
-    for b in counts:
-        ms = [direct_ms(b, stage) for stage in stages]
-        rows.append([f"{b}", *(f"{v:.1f}" for v in ms), f"{sum(ms):.1f}", f"{sum(ms) / b:.1f}"])
-    print(markdown(["batch", *stages, "total", "ms per step"], rows))
+    for m in modes:
+        for b in counts:
+            ms = [direct_ms((m, b), stage) for stage in stages]
+            rows.append([f"{m}, {b}", *(f"{v:.1f}" for v in ms), f"{sum(ms):.1f}", f"{sum(ms) / b:.1f}"])
+    print(markdown(["call, batch", *stages, "total", "ms per step"], rows))
     print()
-    ratio, share, ceiling = rate[batch] / rate[1], rate[batch] / direct_rate[batch], direct_rate[batch] / direct_rate[1]
+    served_mode = modes[-1]  # what the backend does: per row for xvla, batched for the others
+    ratio = rate[batch] / rate[1]
+    share, ceiling = rate[batch] / direct_rate[served_mode, batch], direct_rate["batched", batch] / base
     print(
-        f"S={batch} / S=1: {ratio:.1f}x (target >= 8x: {'met' if ratio >= 8 else 'not met'}; "
-        f"direct batch {batch} / batch 1, the most batching can give this model here: {ceiling:.1f}x)"
+        f"S={batch} / S=1: {ratio:.1f}x (direct batched batch {batch} / direct {served_mode} batch 1, the most "
+        f"batching can give this model here: {ceiling:.1f}x)"
     )
-    print(
-        f"S={batch} of direct batch {batch}: {share:.0%} ({'at least' if share >= 0.8 else 'under'} the 80% "
-        "asked of the flat-cost backend in (b))"
-    )
+    print(f"S={batch} of direct {served_mode} batch {batch}: {share:.0%}")
+    if policy == "xvla":
+        per_row = direct_rate["per row", batch] / direct_rate["batched", batch]
+        print(f"xvla, direct per-row calls / one batched call at batch {batch}: {per_row:.2f}x the steps/s")
 
 
 def main() -> None:
@@ -445,7 +494,8 @@ def main() -> None:
     parser.add_argument("--max-batch", type=int, default=32)
     parser.add_argument("--client-processes", type=int, default=4)
     parser.add_argument("--throughput-image", default="240x320", help="HxW of the three cameras in (b)")
-    parser.add_argument("--lerobot", action="store_true", help="also run (c), the LeRobot tiny ACT rows")
+    parser.add_argument("--lerobot", action="store_true", help="also run (c), the LeRobot tiny policy rows")
+    parser.add_argument("--lerobot-policy", choices=tuple(POLICY_TITLES), default="act", help="the tiny policy of (c)")
     parser.add_argument("--lerobot-only", action="store_true", help="run (c) only")
     parser.add_argument("--lerobot-python", default=".venv-lerobot/bin/python", help="the lerobot virtualenv's python")
     parser.add_argument("--lerobot-batch", type=int, default=16, help="S and the direct batch compared with S=1")
