@@ -21,6 +21,7 @@ from procs import cli, one_line_refusal
 
 from benchmarks import REGISTRY, trial_identity
 from manifests.format import Manifest, build
+from manifests.stacks import stack_id
 
 if importlib.util.find_spec("libero") is None and os.environ.get("EVALFLEET_REQUIRE_LIBERO") != "1":
     pytest.skip("LIBERO is not installed (scripts/install_libero.sh)", allow_module_level=True)
@@ -99,7 +100,8 @@ def test_compare_pairs_libero_trials_across_stacks_and_names_what_differs(built,
     moved = _resealed(other, episodes=[{**e, "init_state": _nudged(e["init_state"])} for e in other.episodes])
     for submission_id, manifest, won in (("here", built, {0, 1}), ("there", other, {0}), ("moved", moved, {0})):
         client.submit([manifest], "libero", batch_size=TRIALS, submission_id=submission_id, checkpoint="ckpt")
-        lease = client.claim("w1", ["libero"], ["ckpt"])
+        # The scheduler hands a LIBERO task only to a worker on its manifest's stack.
+        lease = client.claim("w1", ["libero"], ["ckpt"], [stack_id("libero", manifest.data["versions"])])
         assert lease is not None and lease.submission_id == submission_id
         for index in lease.episodes:
             client.report_episode(lease, index, index in won, wall_seconds=0.1)
