@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from inference_helpers import ServerProcess
+from inference_helpers import LEROBOT_PYTHON, ServerProcess
 
 
 @pytest.fixture
@@ -25,3 +25,11 @@ def start_server(tmp_path: Path) -> Iterator[Any]:
     yield start
     for server in started:
         server.stop()
+
+
+@pytest.fixture(scope="module")
+def lerobot_python() -> Path:
+    """The lerobot virtualenv's python; a test that needs it fails (never skips) where it is missing."""
+    if not LEROBOT_PYTHON.exists():
+        pytest.fail(f"EVALFLEET_LEROBOT_PYTHON={LEROBOT_PYTHON} does not exist (make lerobot-venv)")
+    return LEROBOT_PYTHON

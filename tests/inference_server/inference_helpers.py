@@ -16,6 +16,8 @@ from evalfleet.v1 import policy_pb2
 from inference_server.checkpoint import seal
 
 CAMERAS = ("head", "left", "right")
+# The lerobot virtualenv's python, which the lerobot backend's tests run LeRobot in.
+LEROBOT_PYTHON = Path(os.environ.get("EVALFLEET_LEROBOT_PYTHON", ".venv-lerobot/bin/python")).absolute()
 HEIGHT, WIDTH = 24, 32
 CHUNK, ACTION_DIM = 8, 14
 

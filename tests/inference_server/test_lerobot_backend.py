@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from inference_helpers import ServerProcess
+from inference_helpers import LEROBOT_PYTHON, ServerProcess
 from procs import ServiceProcess, build_libero_manifests, policy_argv, submit_libero, wait_serving, wait_settled
 
 from benchmarks.robotwin.config import POLICY_CAMERAS
@@ -34,7 +34,6 @@ from evalfleet.v1 import policy_pb2
 from inference_server.checkpoint import MANIFEST_NAME, seal
 
 REQUIRED = "EVALFLEET_LEROBOT_PYTHON" in os.environ
-LEROBOT_PYTHON = Path(os.environ.get("EVALFLEET_LEROBOT_PYTHON", ".venv-lerobot/bin/python")).absolute()
 if not LEROBOT_PYTHON.exists() and not REQUIRED:
     pytest.skip("the lerobot virtualenv is not built (make lerobot-venv)", allow_module_level=True)
 
@@ -47,13 +46,6 @@ LIBERO_STEPS = 6
 ROBOTWIN_CAMERA = (48, 64)  # height, width: not square, so a swapped pair would not fit
 ROBOTWIN_SESSIONS = 3
 STATS_FILE = "policy_preprocessor_step_3_normalizer_processor.safetensors"
-
-
-@pytest.fixture(scope="module")
-def lerobot_python() -> Path:
-    if not LEROBOT_PYTHON.exists():
-        pytest.fail(f"EVALFLEET_LEROBOT_PYTHON={LEROBOT_PYTHON} does not exist (make lerobot-venv)")
-    return LEROBOT_PYTHON
 
 
 def run_lerobot(python: Path, *args: str) -> subprocess.CompletedProcess[str]:

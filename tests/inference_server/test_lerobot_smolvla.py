@@ -24,7 +24,6 @@ import pytest
 from procs import ServiceProcess, build_libero_manifests, policy_argv, submit_libero, wait_serving, wait_settled
 from test_lerobot_backend import (
     CAMERA,
-    LEROBOT_PYTHON,
     LIBERO_MISSING,
     LIBERO_STEPS,
     TINY,
@@ -46,13 +45,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
 SESSIONS = 3
 CHUNK = 50  # SmolVLA's default chunk_size and n_action_steps
-
-
-@pytest.fixture(scope="module")
-def lerobot_python() -> Path:
-    if not LEROBOT_PYTHON.exists():
-        pytest.fail(f"EVALFLEET_LEROBOT_PYTHON={LEROBOT_PYTHON} does not exist (make lerobot-venv)")
-    return LEROBOT_PYTHON
 
 
 @pytest.fixture(scope="module")

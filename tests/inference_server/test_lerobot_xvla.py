@@ -19,7 +19,6 @@ import numpy as np
 import pytest
 from test_lerobot_backend import (
     CAMERA,
-    LEROBOT_PYTHON,
     TINY,
     backend_settings,
     first_steps_together,
@@ -35,13 +34,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
 SESSIONS = 3
 CHUNK = 32  # X-VLA's default chunk_size and n_action_steps
-
-
-@pytest.fixture(scope="module")
-def lerobot_python() -> Path:
-    if not LEROBOT_PYTHON.exists():
-        pytest.fail(f"EVALFLEET_LEROBOT_PYTHON={LEROBOT_PYTHON} does not exist (make lerobot-venv)")
-    return LEROBOT_PYTHON
 
 
 @pytest.fixture(scope="module")
