@@ -50,7 +50,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -106,6 +106,14 @@ def build(folder: Path, seed: int, size: tuple[int, int], benchmark: str = "libe
         latent_dim=8,
     )
     policy = ACTPolicy(config)
+    save_with_random_stats(folder, config, policy, images, state_length, action_dim)
+
+
+def save_with_random_stats(
+    folder: Path, config: Any, policy: Any, images: Iterable[str], state_length: int, action_dim: int
+) -> None:
+    """Saves ``policy`` with LeRobot's processors over random normalization statistics, drawn from
+    torch's global RNG (the caller seeded it), as a trained checkpoint's folder holds them."""
     stats = {
         **{key: {"mean": torch.rand(3, 1, 1), "std": torch.rand(3, 1, 1) + 0.5} for key in images},
         "observation.state": {"mean": torch.randn(state_length) * 0.1, "std": torch.rand(state_length) + 0.5},
@@ -200,14 +208,7 @@ def build_smolvla(folder: Path, seed: int, size: tuple[int, int], benchmark: str
         output_features={"action": PolicyFeature(type=FeatureType.ACTION, shape=(action_dim,))},
     )
     policy = SmolVLAPolicy(config)
-    stats = {
-        **{key: {"mean": torch.rand(3, 1, 1), "std": torch.rand(3, 1, 1) + 0.5} for key in images},
-        "observation.state": {"mean": torch.randn(state_length) * 0.1, "std": torch.rand(state_length) + 0.5},
-        "action": {"mean": torch.randn(action_dim), "std": torch.rand(action_dim) + 0.5},
-    }
-    preprocessor, postprocessor = make_pre_post_processors(config, dataset_stats=stats)
-    for part in (policy, preprocessor, postprocessor):
-        part.save_pretrained(folder)
+    save_with_random_stats(folder, config, policy, images, state_length, action_dim)
 
 
 TINY_FLORENCE_TEXT = {"d_model": 32, "encoder_layers": 1, "decoder_layers": 1, "encoder_ffn_dim": 64,
