@@ -78,8 +78,10 @@ def test_workers_killed_and_added_midway_every_episode_exactly_once(scheduler, s
     start_worker(scheduler.address, [policy.address], *options, worker_id="steady")
 
     wait_until(lambda: completed(client, "chaos") >= 60 and leased_by(client, "doomed"), 120, "doomed mid-task")
-    lost_tasks = {t.task_id for t in leased_by(client, "doomed")}
     doomed.kill()
+    # Read after the kill: a task doomed completed between a listing and the kill was not lost.
+    lost_tasks = {t.task_id for t in leased_by(client, "doomed")}
+    assert lost_tasks, "doomed held leases when it died"
     wait_until(lambda: completed(client, "chaos") >= 150, 120, "half done")
     start_worker(scheduler.address, [policy.address], *options, worker_id="late")
     wait_until(lambda: client.status("chaos").tasks.succeeded == 60, 180, "all tasks succeeded")
