@@ -164,10 +164,23 @@ def entity_pose(env: Any, raw: dict[str, Any], name: str) -> tuple[npt.NDArray[n
 
 
 def observe(env: Any, raw: dict[str, Any], cameras: Collection[str] = CAMERAS) -> Observation:
-    """The observation a worker sends: :func:`to_observation` plus the objects-of-interest aliases."""
+    """The observation a worker sends: :func:`to_observation`, the objects-of-interest aliases and
+    ``robot0_eef_mat`` (:func:`eef_rotation`). A manifest's ``initial_observation_digest`` covers
+    all of it, so one recorded before ``robot0_eef_mat`` was sent must be rebuilt."""
     observation = to_observation(raw, cameras)
     observation.state.update(interest_state(env, raw))
+    observation.state["robot0_eef_mat"] = eef_rotation(env)
     return observation
+
+
+def eef_rotation(env: Any) -> npt.NDArray[np.float64]:
+    """The end effector's rotation matrix, 9 values row-major, as LeRobot's LIBERO env reads it:
+    the arm controller's ``ee_ori_mat`` (``lerobot/envs/libero.py``, ``_format_raw_obs``), which
+    X-VLA's LIBERO state is built from. It is the orientation of the controller's end-effector site
+    (``gripper0_grip_site``); robosuite's ``robot0_eef_quat`` is another frame (the hand body's, a
+    quarter turn about z from it), so the matrix is read, not derived from the quaternion."""
+    matrix = np.asarray(env.env.robots[0].controller.ee_ori_mat, dtype=np.float64)
+    return matrix.reshape(9).copy()
 
 
 def gl_renderer(env: Any) -> str:

@@ -277,6 +277,39 @@ def test_policy_side_rng_changes_nothing_the_benchmark_owns(
 
 
 @pytest.mark.timeout(240)
+def test_the_end_effector_matrix_is_the_one_lerobots_libero_env_reads(
+    spatial: Manifest, adapter: LiberoBenchmark
+) -> None:
+    """X-VLA's LIBERO state is built from the arm controller's ``ee_ori_mat``, which LeRobot's env
+    reads (robosuite's observation has only a quaternion): the worker sends those 9 values
+    row-major, after the reset's wait steps and after each step. They are the simulator's pose of
+    the controller's end-effector site, and not the frame of ``robot0_eef_quat`` (the hand body),
+    which is a quarter turn about z away: a matrix derived from the quaternion would be wrong."""
+    transform = importlib.import_module("robosuite.utils.transform_utils")
+    quarter_turn = np.array([[0.0, 1.0, 0.0], [-1.0, 0.0, 0.0], [0.0, 0.0, 1.0]])
+    episode = adapter.open_episode(spatial, 2)
+    try:
+        observation = episode.reset()
+        seen = []
+        while True:
+            env = episode._env
+            controller = env.env.robots[0].controller  # what lerobot/envs/libero.py reads
+            matrix = observation.state["robot0_eef_mat"]
+            assert matrix.dtype == np.float64 and matrix.shape == (9,)
+            assert np.array_equal(matrix, np.asarray(controller.ee_ori_mat).reshape(9))
+            assert np.array_equal(matrix, env.sim.data.get_site_xmat(controller.eef_name).reshape(9))
+            hand = transform.quat2mat(observation.state["robot0_eef_quat"])
+            np.testing.assert_allclose(hand.T @ matrix.reshape(3, 3), quarter_turn, atol=1e-2)
+            seen.append(matrix)
+            if episode.done:
+                break
+            observation = episode.step(_towards_first_object(observation))
+    finally:
+        episode.close()
+    assert len(seen) == 4 and not np.array_equal(seen[0], seen[-1])  # it follows the arm
+
+
+@pytest.mark.timeout(240)
 def test_initial_observation_drift_is_refused_before_the_rollout(spatial: Manifest, adapter: LiberoBenchmark) -> None:
     drifted = _with_changes(spatial, lambda d: d["episodes"][1].update(initial_observation_digest="0" * 64))
     episode = adapter.open_episode(drifted, 1)

@@ -1,63 +1,47 @@
 """The `lerobot` backend with the real LeRobot code: a tiny ACT policy built, saved, sealed and served.
 
-LeRobot lives in its own virtualenv (.venv-lerobot, `make lerobot-venv`); this test runs in the main
-one. Everything LeRobot does happens in subprocesses of that virtualenv: building the policy
-(scripts/lerobot_tiny.py, which scripts/bench_inference.py uses too), the inference server itself,
-and the direct calls the server's answers are compared with. Arrays cross between them as .npy files.
-
-`make test` sets EVALFLEET_LEROBOT_PYTHON, so these tests fail rather than skip without it.
+Everything LeRobot does runs in subprocesses of .venv-lerobot (lerobot_helpers.py says how).
 """
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import os
 import subprocess
 import sys
-import threading
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-from inference_helpers import LEROBOT_PYTHON, ServerProcess
-from procs import ServiceProcess, build_libero_manifests, policy_argv, submit_libero, wait_serving, wait_settled
+from lerobot_helpers import (
+    CAMERA,
+    NEEDS_LEROBOT,
+    NEEDS_LIBERO,
+    TINY,
+    backend_settings,
+    build_tiny,
+    direct_chunks,
+    first_steps_together,
+    observation,
+    run_lerobot,
+    run_server,
+    serve_libero_episodes,
+    server,
+)
 
 from benchmarks.robotwin.config import POLICY_CAMERAS
 from benchmarks.robotwin.episode import STATE_KEY
 from evalfleet.policy_api import tensors
-from evalfleet.policy_api.client import PolicyClient
 from evalfleet.processes import free_port
 from evalfleet.v1 import policy_pb2
 from inference_server.checkpoint import MANIFEST_NAME, seal
 
-REQUIRED = "EVALFLEET_LEROBOT_PYTHON" in os.environ
-if not LEROBOT_PYTHON.exists() and not REQUIRED:
-    pytest.skip("the lerobot virtualenv is not built (make lerobot-venv)", allow_module_level=True)
+pytestmark = [NEEDS_LEROBOT, pytest.mark.slow, pytest.mark.timeout(300)]
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
-
-TINY = Path(__file__).resolve().parents[2] / "scripts" / "lerobot_tiny.py"
-CAMERA = 64
 SESSIONS = 4
-LIBERO_STEPS = 6
 ROBOTWIN_CAMERA = (48, 64)  # height, width: not square, so a swapped pair would not fit
 ROBOTWIN_SESSIONS = 3
 STATS_FILE = "policy_preprocessor_step_3_normalizer_processor.safetensors"
-
-
-def run_lerobot(python: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(python), *args], capture_output=True, text=True, timeout=240)
-
-
-def backend_settings(python: Path, call: str) -> dict[str, Any]:
-    """What `inference_server.backends.lerobot.<call>` returns, evaluated in the lerobot virtualenv."""
-    code = f"import json; from inference_server.backends import lerobot; print(json.dumps(lerobot.{call}))"
-    done = run_lerobot(python, "-c", code)
-    assert done.returncode == 0, done.stderr
-    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
 
 
 @pytest.fixture(scope="module")
@@ -75,10 +59,7 @@ def robotwin_settings(lerobot_python: Path) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def tiny_act(lerobot_python: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny ACT policy with LIBERO features, saved by LeRobot; built once, copied per test."""
-    folder = tmp_path_factory.mktemp("lerobot") / "act"
-    done = run_lerobot(lerobot_python, str(TINY), "build", str(folder), "--size", str(CAMERA))
-    assert done.returncode == 0, done.stderr
-    return folder
+    return build_tiny(lerobot_python, tmp_path_factory.mktemp("lerobot") / "act", "--size", str(CAMERA))
 
 
 @pytest.fixture(scope="module")
@@ -86,9 +67,7 @@ def tiny_robotwin_act(lerobot_python: Path, tmp_path_factory: pytest.TempPathFac
     """A tiny ACT policy with RoboTwin features: three cameras, 14-D state, 14-D action."""
     folder = tmp_path_factory.mktemp("lerobot-robotwin") / "act"
     size = "x".join(map(str, ROBOTWIN_CAMERA))
-    done = run_lerobot(lerobot_python, str(TINY), "build", str(folder), "--benchmark", "robotwin", "--size", size)
-    assert done.returncode == 0, done.stderr
-    return folder
+    return build_tiny(lerobot_python, folder, "--benchmark", "robotwin", "--size", size)
 
 
 def sealed_copy(source: Path, root: Path, settings: dict[str, Any], epoch: str = "act") -> Path:
@@ -100,77 +79,10 @@ def sealed_copy(source: Path, root: Path, settings: dict[str, Any], epoch: str =
     return folder
 
 
-def server(python: Path, root: Path, tmp_path: Path, *extra: str, epoch: str = "act") -> ServerProcess:
-    """A real inference server started from the lerobot virtualenv."""
-    process = ServerProcess(root, epoch, *extra, log_path=tmp_path / f"server-{epoch}.log")
-    process.argv[0] = str(python)
-    return process
-
-
-def run_server(python: Path, root: Path, *extra: str, epoch: str = "act") -> subprocess.CompletedProcess[str]:
-    argv = ["-m", "inference_server.cli", "--epoch", epoch, "--checkpoint-root", str(root), *extra]
-    return run_lerobot(python, *argv)
-
-
-def observation(rng: np.random.Generator) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
-    """Upright camera images and the robot state LIBERO's worker sends (unit quaternion, x y z w)."""
-    images = {
-        name: rng.integers(0, 256, (CAMERA, CAMERA, 3), dtype=np.uint8) for name in ("agentview", "robot0_eye_in_hand")
-    }
-    quat = rng.normal(size=4)
-    state = {
-        "robot0_eef_pos": rng.normal(size=3),
-        "robot0_eef_quat": quat / np.linalg.norm(quat),
-        "robot0_gripper_qpos": rng.normal(size=2) * 0.04,
-    }
-    return images, state
-
-
 def robotwin_observation(rng: np.random.Generator) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
     """What RoboTwin's adapter sends: its three policy cameras and the 14 joint values."""
     images = {name: rng.integers(0, 256, (*ROBOTWIN_CAMERA, 3), dtype=np.uint8) for name in POLICY_CAMERAS}
     return images, {STATE_KEY: rng.normal(size=14)}
-
-
-def direct_chunks(
-    python: Path,
-    folder: Path,
-    work: Path,
-    observations: list[Any],
-    tasks: list[str],
-    benchmark: str = "libero",
-) -> np.ndarray:
-    """What the LeRobot policy with its processors answers for each observation, one call each."""
-    inputs = work / "inputs"
-    inputs.mkdir()
-    for i, (images, state) in enumerate(observations):
-        for name, array in {**images, **state}.items():
-            np.save(inputs / f"{i}.{name}.npy", array, allow_pickle=False)
-    (inputs / "tasks.json").write_text(json.dumps(tasks))
-    out = work / "direct.npy"
-    done = run_lerobot(python, str(TINY), "direct", str(folder), str(inputs), str(out), "--benchmark", benchmark)
-    assert done.returncode == 0, done.stderr
-    return np.load(out, allow_pickle=False)
-
-
-def first_steps_together(
-    client: PolicyClient, digest: str, benchmark: str, observations: list[Any], tasks: list[str]
-) -> list[policy_pb2.SessionResponse]:
-    """One session per observation, each sending its first step once all are open."""
-    barrier = threading.Barrier(len(observations))
-
-    def step(index: int) -> policy_pb2.SessionResponse:
-        meta = policy_pb2.EpisodeMeta(benchmark=benchmark, episode_id=str(index), instruction=tasks[index])
-        session = client.open_session(digest, meta)
-        images, state = observations[index]
-        request = tensors.observation_request(0, 0, images, state)
-        barrier.wait()
-        response = session._exchange(request)
-        session.close()
-        return response
-
-    with ThreadPoolExecutor(len(observations)) as pool:
-        return list(pool.map(step, range(len(observations))))
 
 
 def test_four_concurrent_sessions_are_one_batch_equal_to_lerobot_called_directly(
@@ -421,12 +333,9 @@ def test_served_from_the_main_virtualenv_it_names_the_lerobot_one(
     assert "the lerobot backend runs from .venv-lerobot" in done.stderr
 
 
-LIBERO_MISSING = importlib.util.find_spec("libero") is None and os.environ.get("EVALFLEET_REQUIRE_LIBERO") != "1"
-
-
 @pytest.mark.libero
 @pytest.mark.timeout(600)
-@pytest.mark.skipif(LIBERO_MISSING, reason="LIBERO is not installed (scripts/install_libero.sh)")
+@NEEDS_LIBERO
 def test_real_libero_episodes_end_to_end(
     lerobot_python: Path,
     tiny_act: Path,
@@ -436,26 +345,14 @@ def test_real_libero_episodes_end_to_end(
     tmp_path: Path,
 ) -> None:
     """Scheduler -> two renderer workers (main virtualenv, real LIBERO) -> this backend's server."""
-    out = tmp_path / "manifests"
-    build_libero_manifests(out, "0", 2, CAMERA, LIBERO_STEPS)
     sealed_copy(tiny_act, tmp_path / "checkpoints", libero_settings)
-    argv = policy_argv("act", tmp_path / "checkpoints", port=free_port())
-    policy = ServiceProcess([str(lerobot_python), *argv[1:]], tmp_path / "policy.log")
-    with policy:
-        policy.start()
-        wait_serving(policy.address, timeout=120)
-        submit_libero(scheduler.address, policy.address, out, "lerobot-e2e")
-        for name in ("lw0", "lw1"):
-            start_worker(scheduler.address, [policy.address], "--routes", "libero", worker_id=name)
-        client = scheduler.client()
-        wait_settled(client, "lerobot-e2e", 480)
-        with PolicyClient(policy.address) as policy_client:
-            load = policy_client.identity().load
-    summary = client.summary("lerobot-e2e")
-    assert summary.complete and summary.tasks.succeeded == summary.tasks.total == 2, summary
-    assert (summary.episodes_planned, summary.episodes_completed) == (2, 2)
-    assert all(t.attempts == 1 for t in client.tasks().tasks), "no infrastructure retries"
-    assert load.steps_served >= 2  # every episode asked the LeRobot policy
+    run = serve_libero_episodes(
+        lerobot_python, tmp_path / "checkpoints", "act", scheduler, start_worker, tmp_path, workers=2
+    )
+    assert run.summary.complete and run.summary.tasks.succeeded == run.summary.tasks.total == 2, run.summary
+    assert (run.summary.episodes_planned, run.summary.episodes_completed) == (2, 2)
+    assert all(t.attempts == 1 for t in run.tasks), "no infrastructure retries"
+    assert run.steps_served >= 2  # every episode asked the LeRobot policy
 
 
 def test_an_act_config_naming_imagenet_backbone_weights_loads_without_fetching_them(

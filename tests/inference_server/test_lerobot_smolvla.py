@@ -9,7 +9,7 @@ against the folder; LeRobot's own path is run from the folder itself.
 
 Also here: the sealed transformers version, assets outside the folder, tampered VLM files, a renamed
 weight, a missing tokenizer, and pi0/pi05 on a transformers without LeRobot's openpi changes.
-Like test_lerobot_backend.py, everything LeRobot does runs in subprocesses of .venv-lerobot.
+Everything LeRobot does runs in subprocesses of .venv-lerobot (lerobot_helpers.py says how).
 """
 
 from __future__ import annotations
@@ -21,27 +21,26 @@ from typing import Any
 
 import numpy as np
 import pytest
-from procs import ServiceProcess, build_libero_manifests, policy_argv, submit_libero, wait_serving, wait_settled
-from test_lerobot_backend import (
+from lerobot_helpers import (
     CAMERA,
-    LIBERO_MISSING,
-    LIBERO_STEPS,
-    TINY,
+    NEEDS_LEROBOT,
+    NEEDS_LIBERO,
     backend_settings,
+    build_tiny,
     direct_chunks,
     first_steps_together,
     observation,
     run_lerobot,
     run_server,
+    serve_libero_episodes,
     server,
 )
 
 from evalfleet.policy_api import tensors
-from evalfleet.policy_api.client import PolicyClient
 from evalfleet.processes import free_port
 from inference_server.checkpoint import MANIFEST_NAME, seal
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+pytestmark = [NEEDS_LEROBOT, pytest.mark.slow, pytest.mark.timeout(300)]
 
 SESSIONS = 3
 CHUNK = 50  # SmolVLA's default chunk_size and n_action_steps
@@ -56,9 +55,7 @@ def smolvla_settings(lerobot_python: Path) -> dict[str, Any]:
 def tiny_smolvla(lerobot_python: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny SmolVLA with LIBERO features and its VLM folder, saved by LeRobot; built once, copied per test."""
     folder = tmp_path_factory.mktemp("smolvla") / "smolvla"
-    done = run_lerobot(lerobot_python, str(TINY), "build", str(folder), "--policy", "smolvla", "--size", str(CAMERA))
-    assert done.returncode == 0, done.stderr
-    return folder
+    return build_tiny(lerobot_python, folder, "--policy", "smolvla", "--size", str(CAMERA))
 
 
 def smolvla_copy(source: Path, root: Path, settings: dict[str, Any]) -> Path:
@@ -225,7 +222,7 @@ def test_pi0_and_pi05_are_refused_without_lerobots_transformers_fork(
 
 @pytest.mark.libero
 @pytest.mark.timeout(600)
-@pytest.mark.skipif(LIBERO_MISSING, reason="LIBERO is not installed (scripts/install_libero.sh)")
+@NEEDS_LIBERO
 def test_real_libero_episodes_end_to_end_with_smolvla(
     lerobot_python: Path,
     tiny_smolvla: Path,
@@ -235,22 +232,9 @@ def test_real_libero_episodes_end_to_end_with_smolvla(
     tmp_path: Path,
 ) -> None:
     """Scheduler -> a renderer worker (main virtualenv, real LIBERO) -> the SmolVLA server, two short episodes."""
-    out = tmp_path / "manifests"
-    build_libero_manifests(out, "0", 2, CAMERA, LIBERO_STEPS)
     smolvla_copy(tiny_smolvla, tmp_path / "checkpoints", smolvla_settings)
-    argv = policy_argv("smolvla", tmp_path / "checkpoints", port=free_port())
-    policy = ServiceProcess([str(lerobot_python), *argv[1:]], tmp_path / "policy.log")
-    with policy:
-        policy.start()
-        wait_serving(policy.address, timeout=180)
-        submit_libero(scheduler.address, policy.address, out, "smolvla-e2e")
-        start_worker(scheduler.address, [policy.address], "--routes", "libero", worker_id="sw0")
-        client = scheduler.client()
-        wait_settled(client, "smolvla-e2e", 480)
-        with PolicyClient(policy.address) as policy_client:
-            load = policy_client.identity().load
-    summary = client.summary("smolvla-e2e")
-    assert summary.complete and summary.tasks.succeeded == summary.tasks.total == 2, summary
-    assert (summary.episodes_planned, summary.episodes_completed) == (2, 2)
-    assert all(t.attempts == 1 for t in client.tasks().tasks), "no infrastructure retries"
-    assert load.steps_served >= 2
+    run = serve_libero_episodes(lerobot_python, tmp_path / "checkpoints", "smolvla", scheduler, start_worker, tmp_path)
+    assert run.summary.complete and run.summary.tasks.succeeded == run.summary.tasks.total == 2, run.summary
+    assert (run.summary.episodes_planned, run.summary.episodes_completed) == (2, 2)
+    assert all(t.attempts == 1 for t in run.tasks), "no infrastructure retries"
+    assert run.steps_served >= 2

@@ -5,7 +5,9 @@ and the action head at toy widths, its tokenizer in the checkpoint's `tokenizer/
 relative to it. X-VLA draws its noise from torch's global RNG, so the backend calls it once per row
 under a seeded fork of that RNG; its LIBERO state and actions go through LeRobot's own X-VLA env
 processors. LeRobot's own path (lerobot_eval's, row by row, the same seed) runs from the folder.
-Like test_lerobot_backend.py, everything LeRobot does runs in subprocesses of .venv-lerobot.
+A real LIBERO episode runs it too: the worker sends `robot0_eef_mat`, the arm controller's matrix
+that LeRobot's LIBERO env reads. Everything LeRobot does runs in subprocesses of .venv-lerobot
+(lerobot_helpers.py says how).
 """
 
 from __future__ import annotations
@@ -17,20 +19,23 @@ from typing import Any
 
 import numpy as np
 import pytest
-from test_lerobot_backend import (
+from lerobot_helpers import (
     CAMERA,
-    TINY,
+    NEEDS_LEROBOT,
+    NEEDS_LIBERO,
     backend_settings,
+    build_tiny,
+    direct_chunks,
     first_steps_together,
-    run_lerobot,
     run_server,
+    serve_libero_episodes,
     server,
 )
 
 from evalfleet.policy_api import tensors
 from inference_server.checkpoint import seal
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+pytestmark = [NEEDS_LEROBOT, pytest.mark.slow, pytest.mark.timeout(300)]
 
 SESSIONS = 3
 CHUNK = 32  # X-VLA's default chunk_size and n_action_steps
@@ -45,9 +50,7 @@ def xvla_settings(lerobot_python: Path) -> dict[str, Any]:
 def tiny_xvla(lerobot_python: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny X-VLA with LIBERO features and its tokenizer folder, saved by LeRobot; built once."""
     folder = tmp_path_factory.mktemp("xvla") / "xvla"
-    done = run_lerobot(lerobot_python, str(TINY), "build", str(folder), "--policy", "xvla", "--size", str(CAMERA))
-    assert done.returncode == 0, done.stderr
-    return folder
+    return build_tiny(lerobot_python, folder, "--policy", "xvla", "--size", str(CAMERA))
 
 
 def xvla_observation(rng: np.random.Generator) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
@@ -67,19 +70,6 @@ def xvla_copy(source: Path, root: Path, settings: dict[str, Any]) -> Path:
     shutil.copytree(source, folder)
     seal(folder, "lerobot", settings)
     return folder
-
-
-def direct_xvla(python: Path, folder: Path, work: Path, observations: list[Any], tasks: list[str]) -> np.ndarray:
-    inputs = work / "inputs"
-    inputs.mkdir()
-    for i, (images, state) in enumerate(observations):
-        for name, array in {**images, **state}.items():
-            np.save(inputs / f"{i}.{name}.npy", array, allow_pickle=False)
-    (inputs / "tasks.json").write_text(json.dumps(tasks))
-    out = work / "direct.npy"
-    done = run_lerobot(python, str(TINY), "direct", str(folder), str(inputs), str(out))
-    assert done.returncode == 0, done.stderr
-    return np.load(out, allow_pickle=False)
 
 
 def test_the_tiny_xvla_names_its_tokenizer_relative_to_the_folder(
@@ -104,7 +94,7 @@ def test_concurrent_xvla_sessions_are_one_batch_equal_to_lerobot_row_by_row(
     rng = np.random.default_rng(7)
     observations = [xvla_observation(rng) for _ in range(SESSIONS)]
     tasks = ["put the bowl on the plate", "open the top drawer", "pick up the black bowl"]
-    expected = direct_xvla(lerobot_python, folder, tmp_path, observations, tasks)
+    expected = direct_chunks(lerobot_python, folder, tmp_path, observations, tasks)
 
     proc = server(lerobot_python, tmp_path / "ckpt", tmp_path, "--batch-timeout-ms", "3000", epoch="xvla")
     with proc.start(timeout_s=180), proc.client() as client:
@@ -152,3 +142,24 @@ def test_an_xvla_whose_policy_preprocessor_repeats_the_env_steps_is_refused_nami
     assert "Traceback" not in done.stderr, done.stderr
     assert "policy_preprocessor.json: the xvla_libero layout" in done.stderr
     assert "already applies xvla_imagenet_normalize" in done.stderr
+
+
+@pytest.mark.libero
+@pytest.mark.timeout(600)
+@NEEDS_LIBERO
+def test_real_libero_episodes_end_to_end_with_xvla(
+    lerobot_python: Path,
+    tiny_xvla: Path,
+    xvla_settings: dict[str, Any],
+    scheduler: Any,
+    start_worker: Any,
+    tmp_path: Path,
+) -> None:
+    """Scheduler -> a renderer worker (main virtualenv, real LIBERO) -> the X-VLA server, two short
+    episodes: the worker's observation carries the 12 state values X-VLA's LIBERO layout reads."""
+    xvla_copy(tiny_xvla, tmp_path / "checkpoints", xvla_settings)
+    run = serve_libero_episodes(lerobot_python, tmp_path / "checkpoints", "xvla", scheduler, start_worker, tmp_path)
+    assert run.summary.complete and run.summary.tasks.succeeded == run.summary.tasks.total == 2, run.summary
+    assert (run.summary.episodes_planned, run.summary.episodes_completed) == (2, 2)
+    assert all(t.attempts == 1 for t in run.tasks), "no infrastructure retries"
+    assert run.steps_served >= 2
