@@ -43,7 +43,7 @@ import os
 import re
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -98,8 +98,9 @@ class Trial:
     # Per observation handed to the policy: key -> "dtype shape sha256" of its bytes (text: sha256).
     observations: list[dict[str, str]] = field(default_factory=list)
     states: list[list[float]] = field(default_factory=list)  # the `states` vector of each, for messages
-    # Every action env.step received (wait steps first): "dtype shape sha256".
+    # Every action env.step received (wait steps first): "dtype shape sha256", and its float64 values.
     applied: list[str] = field(default_factory=list)
+    actions: list[list[float]] = field(default_factory=list)
     touched: list[bool] = field(default_factory=list)  # per env.step: the robot touches another body
     # Per env.step: the simulator state after it (time, qpos, qvel) and the solver's warm start.
     physics: list[str] = field(default_factory=list)
@@ -122,7 +123,7 @@ class Trial:
         }
 
 
-def _fingerprint(value: Any) -> str:
+def fingerprint(value: Any) -> str:
     if isinstance(value, str):
         return "str " + hashlib.sha256(value.encode()).hexdigest()
     array = np.asarray(value)
@@ -142,7 +143,7 @@ def _flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 
 def _keep(trial: Trial, observation: dict[str, Any]) -> None:
     flat = _flatten(observation)
-    trial.observations.append({key: _fingerprint(value) for key, value in sorted(flat.items())})
+    trial.observations.append({key: fingerprint(value) for key, value in sorted(flat.items())})
     trial.states.append([float(x) for x in np.asarray(flat["states"], dtype=np.float64)])
 
 
@@ -159,19 +160,24 @@ def _touching(env: Any) -> bool:
 
 
 @contextlib.contextmanager
-def recording_steps(trial: Trial) -> Iterator[None]:
+def recording_steps(trial: Trial | Callable[[], Trial], widen: bool = False) -> Iterator[None]:
     """Keeps what every ``env.step`` of LIBERO's ControlEnv receives, and after it the simulator's
-    state and whether the robot touches something, in ``trial``; the step itself is LIBERO's."""
+    state and whether the robot touches something, in ``trial`` (or in the one the callable
+    returns at that step); the step itself is LIBERO's. ``widen`` keeps each action's float64 value
+    instead of its own dtype and bytes."""
     from libero.libero.envs.env_wrapper import ControlEnv
 
     original = ControlEnv.step
+    current = trial if callable(trial) else lambda: trial
 
     def step(env: Any, action: Any) -> Any:
-        trial.applied.append(_fingerprint(np.asarray(action)))
+        trial = current()
+        trial.applied.append(fingerprint(np.asarray(action, dtype=np.float64) if widen else np.asarray(action)))
+        trial.actions.append([float(x) for x in np.asarray(action, dtype=np.float64)])
         result = original(env, action)
         trial.touched.append(_touching(env))
         data = env.sim.data
-        trial.physics.append(_fingerprint(np.concatenate([env.sim.get_state().flatten(), data.qacc_warmstart])))
+        trial.physics.append(fingerprint(np.concatenate([env.sim.get_state().flatten(), data.qacc_warmstart])))
         return result
 
     ControlEnv.step = step
@@ -182,7 +188,7 @@ def recording_steps(trial: Trial) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _numpy_rng_kept() -> Iterator[None]:
+def numpy_rng_kept() -> Iterator[None]:
     saved = np.random.get_state()
     try:
         yield
@@ -227,7 +233,7 @@ def harness_trials(suite: str, task_id: int, trials: int, max_steps: int) -> lis
     runner = SyncEpisodeRunner()
     done: list[Trial] = []
     try:
-        with _numpy_rng_kept():
+        with numpy_rng_kept():
             task = benchmark.get_tasks()[task_id]
             for index in range(trials):
                 trial = Trial(suite, task_id, index)
@@ -278,7 +284,7 @@ def evalfleet_trials(manifest: Manifest) -> list[Trial]:
     adapter = LiberoBenchmark(max_idle_envs=1)
     done: dict[int, Trial] = {}
     try:
-        with _numpy_rng_kept():
+        with numpy_rng_kept():
             for index in reversed(range(len(manifest))):
                 job = EpisodeJob(
                     task_id="openloop",
@@ -331,13 +337,13 @@ def build_manifest(suite: str, task_id: int, trials: int, max_steps: int) -> Man
     return manifest
 
 
-def differences(harness: Trial, ours: Trial) -> list[str]:
-    """Where evalfleet's trial differs from vla-eval's, first difference of each kind; empty: none."""
+def differences(harness: Trial, ours: Trial, harness_name: str = "vla-eval") -> list[str]:
+    """Where evalfleet's trial differs from the harness's, first difference of each kind; empty: none."""
     where = f"{harness.suite} task {harness.task_id} trial {harness.trial}"
     found = []
     if (harness.steps, harness.success) != (ours.steps, ours.success):
         found.append(
-            f"{where}: vla-eval ended after {harness.steps} steps (success {harness.success}), "
+            f"{where}: {harness_name} ended after {harness.steps} steps (success {harness.success}), "
             f"evalfleet after {ours.steps} (success {ours.success})"
         )
     pairs = (
@@ -371,7 +377,7 @@ def compare_task(suite: str, task_id: int, trials: int, max_steps: int) -> tuple
     return harness_trials(suite, task_id, trials, limit), evalfleet_trials(manifest)
 
 
-def _tasks(raw: str, suite: str) -> list[int]:
+def suite_tasks(raw: str, suite: str) -> list[int]:
     """The task ids ``--tasks`` names in ``suite``; ValueError names a bad one."""
     count = suite_size(suite, "--suites")
     if raw == "all":
@@ -400,7 +406,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.out.parent.is_dir():
         parser.error(f"--out: {args.out.parent} is not a folder")
     try:
-        plan = [(suite, task) for suite in args.suites for task in _tasks(args.tasks, suite)]
+        plan = [(suite, task) for suite in args.suites for task in suite_tasks(args.tasks, suite)]
     except ValueError as exc:
         parser.error(f"--tasks: {exc}")
     started = time.monotonic()
