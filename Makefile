@@ -16,7 +16,7 @@ PROTO_SRC := $(wildcard protos/evalfleet/v1/*.proto)
 STACK_NAMES := $(basename $(notdir $(wildcard requirements/stacks/*.txt)))
 STACK_STAMPS := $(foreach name,$(STACK_NAMES),.stacks/$(name)/.evalfleet-installed)
 
-.PHONY: demo test test-fast lint protos docs bench clean iproute2 lerobot-venv stacks
+.PHONY: demo test test-fast lint protos docs bench clean iproute2 lerobot-venv lerobot-libero stacks
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -45,9 +45,19 @@ $(LEROBOT_STAMP): requirements/lerobot.txt requirements/lerobot-no-deps.txt pypr
 lerobot-venv: $(LEROBOT_STAMP)
 
 .stacks/%/.evalfleet-installed: requirements/stacks/%.txt scripts/install_stack.sh $(INSTALL_STAMP)
-	scripts/install_stack.sh $(PY) $*
+	scripts/install_stack.sh $(PY) requirements/stacks/$*.txt .stacks/$*
 
 stacks: $(STACK_STAMPS)
+
+# LIBERO for the lerobot virtualenv, so that lerobot-eval itself runs LIBERO episodes on evalfleet's
+# simulator stack (requirements/lerobot-libero.txt says why): an overlay put on the path only there,
+# by scripts/proofs/lerobot_eval_recorded.py. Not part of `make test` (docs/reproducing.md says why).
+LEROBOT_LIBERO ?= .venv-lerobot-libero
+LEROBOT_LIBERO_STAMP := $(LEROBOT_LIBERO)/.evalfleet-installed
+$(LEROBOT_LIBERO_STAMP): requirements/lerobot-libero.txt scripts/install_stack.sh $(LEROBOT_STAMP)
+	scripts/install_stack.sh $(LEROBOT_PY) requirements/lerobot-libero.txt $(LEROBOT_LIBERO)
+
+lerobot-libero: $(LEROBOT_LIBERO_STAMP)
 
 # The dashboard's browser test drives Debian's chromium (Playwright never downloads a browser here).
 /usr/bin/chromium:
@@ -94,4 +104,4 @@ bench: $(INSTALL_STAMP)
 	$(PY) -m scripts.bench.inference
 
 clean:
-	rm -rf $(VENV) $(LEROBOT_VENV) .stacks .pytest_cache build *.egg-info
+	rm -rf $(VENV) $(LEROBOT_VENV) $(LEROBOT_LIBERO) .stacks .pytest_cache build *.egg-info

@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
-# Builds one simulator stack as an overlay of the environment PYTHON runs: .stacks/NAME holds the
-# pins of requirements/stacks/NAME.txt that PYTHON does not already have, installed without their
-# dependencies (the `libero` extra's other pins resolve them), and a copy of the pins (stack.txt).
-# Put first on the Python path (`renderer-worker --stack NAME` does), it shadows those distributions
-# for imports and importlib.metadata alike. Then it checks that every pin is what imports, and
-# renders 8x8 offscreen, so a broken stack fails here rather than in a worker.
-# Usage: scripts/install_stack.sh PYTHON NAME   (run from the repository root)
+# Builds one simulator stack as an overlay of the environment PYTHON runs: DIR holds the pins of
+# the PINS file that PYTHON does not already have, installed without their dependencies (the
+# environment's other packages, or the PINS file itself, resolve them), and a copy of the pins
+# (stack.txt). Put first on the Python path (`renderer-worker --stack NAME` does for
+# .stacks/NAME), it shadows those distributions for imports and importlib.metadata alike. Then it
+# checks that every pin is what imports, and renders 8x8 offscreen, so a broken stack fails here
+# rather than in a worker or a test.
+# Usage: scripts/install_stack.sh PYTHON PINS DIR   (run from the repository root)
+#   e.g. scripts/install_stack.sh .venv/bin/python requirements/stacks/NAME.txt .stacks/NAME
 set -euo pipefail
 PY="$1"
-NAME="$2"
-PINS="requirements/stacks/$NAME.txt"
-DIR=".stacks/$NAME"
+PINS="$2"
+DIR="$3"
 [ -f "$PINS" ] || { echo "install_stack.sh: no $PINS" >&2; exit 2; }
 
 rm -rf "$DIR"
