@@ -57,19 +57,19 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from benchmarks.libero.runtime import SUITE_MAX_STEPS, import_libero, installed_versions, read_init_states
+from benchmarks.libero.runtime import import_libero, installed_versions, read_init_states
 from manifests.format import Manifest
 from scripts.common.command import command_line
 from scripts.common.progress import progress
 from scripts.proofs.libero_openloop import (
-    SUITES,
     Trial,
+    add_plan_arguments,
+    checked_plan,
     differences,
     fingerprint,
     numpy_rng_kept,
     policy_action,
     recording_steps,
-    suite_tasks,
 )
 
 LEROBOT_VERSION = "0.4.4"
@@ -296,28 +296,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m scripts.proofs.lerobot_libero_env", description=__doc__.split("\n")[0]
     )
-    parser.add_argument("--suites", nargs="+", default=list(SUITES), choices=sorted(SUITE_MAX_STEPS))
-    parser.add_argument("--tasks", default="all", help="'all' or comma-separated task ids, in every suite")
-    parser.add_argument("--trials", type=int, default=10, help="trials per task, from trial 0 (lerobot-eval: 10)")
-    parser.add_argument("--max-steps", type=int, default=0, help="policy step limit (0: lerobot's, per suite)")
+    add_plan_arguments(parser, trials=10, harness="lerobot-eval", out="lerobot_libero_env.json")
     parser.add_argument("--camera-size", type=int, default=256, help="pixels (lerobot 0.4.4's LiberoEnv: 256)")
     parser.add_argument("--one-env", action="store_true", help="a task's trials in order on one environment")
     lerobot_python = Path(os.environ.get("EVALFLEET_LEROBOT_PYTHON", ".venv-lerobot/bin/python"))
     parser.add_argument("--lerobot-python", type=Path, default=lerobot_python, help="where lerobot 0.4.4 is")
-    parser.add_argument("--out", type=Path, default=Path("lerobot_libero_env.json"))
     args = parser.parse_args(argv)
-    if args.trials < 1 or args.trials > 50:
-        parser.error("--trials must be 1..50")
-    if args.max_steps < 0:
-        parser.error("--max-steps must be >= 0")
+    plan = checked_plan(parser, args)
     if args.camera_size < 1:
         parser.error("--camera-size must be >= 1")
-    if not args.out.parent.is_dir():
-        parser.error(f"--out: {args.out.parent} is not a folder")
-    try:
-        plan = [(suite, task) for suite in args.suites for task in suite_tasks(args.tasks, suite)]
-    except ValueError as exc:
-        parser.error(f"--tasks: {exc}")
     try:
         module = load_lerobot_env(lerobot_env_file(args.lerobot_python))
     except (ProofError, OSError) as exc:

@@ -389,16 +389,18 @@ def suite_tasks(raw: str, suite: str) -> list[int]:
     return ids
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m scripts.proofs.libero_openloop", description=__doc__.split("\n")[0]
-    )
+def add_plan_arguments(parser: argparse.ArgumentParser, trials: int, harness: str, out: str) -> None:
+    """The options every open-loop proof takes: which suites, tasks and trials, the step limit, the summary."""
     parser.add_argument("--suites", nargs="+", default=list(SUITES), choices=sorted(SUITE_MAX_STEPS))
     parser.add_argument("--tasks", default="all", help="'all' or comma-separated task ids, in every suite")
-    parser.add_argument("--trials", type=int, default=50, help="trials per task, from trial 0 (vla-eval: 50)")
-    parser.add_argument("--max-steps", type=int, default=0, help="policy step limit (0: the suite's, openpi's table)")
-    parser.add_argument("--out", type=Path, default=Path("libero_openloop.json"))
-    args = parser.parse_args(argv)
+    trials_help = f"trials per task, from trial 0 ({harness}: {trials})"
+    parser.add_argument("--trials", type=int, default=trials, help=trials_help)
+    parser.add_argument("--max-steps", type=int, default=0, help=f"policy step limit (0: {harness}'s, per suite)")
+    parser.add_argument("--out", type=Path, default=Path(out))
+
+
+def checked_plan(parser: argparse.ArgumentParser, args: argparse.Namespace) -> list[tuple[str, int]]:
+    """The (suite, task) pairs ``add_plan_arguments``' options name; a bad option exits 2 in one line."""
     if args.trials < 1 or args.trials > 50:
         parser.error("--trials must be 1..50")
     if args.max_steps < 0:
@@ -406,9 +408,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.out.parent.is_dir():
         parser.error(f"--out: {args.out.parent} is not a folder")
     try:
-        plan = [(suite, task) for suite in args.suites for task in suite_tasks(args.tasks, suite)]
+        return [(suite, task) for suite in args.suites for task in suite_tasks(args.tasks, suite)]
     except ValueError as exc:
         parser.error(f"--tasks: {exc}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m scripts.proofs.libero_openloop", description=__doc__.split("\n")[0]
+    )
+    add_plan_arguments(parser, trials=50, harness="vla-eval", out="libero_openloop.json")
+    args = parser.parse_args(argv)
+    plan = checked_plan(parser, args)
     started = time.monotonic()
     rows: list[dict[str, Any]] = []
     found: list[str] = []
