@@ -138,6 +138,15 @@ class LiberoRun:
     tasks: list[scheduler_pb2.TaskInfo]
     steps_served: int
 
+    def assert_every_episode_ran_once(self, episodes: int = 2) -> None:
+        """Every task completed, every planned episode has a result, no attempt was retried, and
+        each episode asked the policy."""
+        summary = self.summary
+        assert summary.complete and summary.tasks.succeeded == summary.tasks.total == episodes, summary
+        assert (summary.episodes_planned, summary.episodes_completed) == (episodes, episodes)
+        assert all(t.attempts == 1 for t in self.tasks), "no infrastructure retries"
+        assert self.steps_served >= episodes
+
 
 def serve_libero_episodes(
     python: Path,

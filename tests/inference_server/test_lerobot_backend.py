@@ -349,10 +349,7 @@ def test_real_libero_episodes_end_to_end(
     run = serve_libero_episodes(
         lerobot_python, tmp_path / "checkpoints", "act", scheduler, start_worker, tmp_path, workers=2
     )
-    assert run.summary.complete and run.summary.tasks.succeeded == run.summary.tasks.total == 2, run.summary
-    assert (run.summary.episodes_planned, run.summary.episodes_completed) == (2, 2)
-    assert all(t.attempts == 1 for t in run.tasks), "no infrastructure retries"
-    assert run.steps_served >= 2  # every episode asked the LeRobot policy
+    run.assert_every_episode_ran_once()
 
 
 def test_an_act_config_naming_imagenet_backbone_weights_loads_without_fetching_them(

@@ -234,7 +234,4 @@ def test_real_libero_episodes_end_to_end_with_smolvla(
     """Scheduler -> a renderer worker (main virtualenv, real LIBERO) -> the SmolVLA server, two short episodes."""
     smolvla_copy(tiny_smolvla, tmp_path / "checkpoints", smolvla_settings)
     run = serve_libero_episodes(lerobot_python, tmp_path / "checkpoints", "smolvla", scheduler, start_worker, tmp_path)
-    assert run.summary.complete and run.summary.tasks.succeeded == run.summary.tasks.total == 2, run.summary
-    assert (run.summary.episodes_planned, run.summary.episodes_completed) == (2, 2)
-    assert all(t.attempts == 1 for t in run.tasks), "no infrastructure retries"
-    assert run.steps_served >= 2
+    run.assert_every_episode_ran_once()
