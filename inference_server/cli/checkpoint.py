@@ -64,7 +64,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="a backend setting; VALUE is JSON when it parses, else a string; a dotted KEY nests (a.b=1)",
     )
     seal_parser.add_argument("--settings-file", type=Path, help="a JSON or YAML object of settings, under --set")
-    seal_parser.add_argument("--force", action="store_true", help=f"replace an existing {MANIFEST_NAME}")
+    again = seal_parser.add_mutually_exclusive_group()
+    again.add_argument("--force", action="store_true", help=f"replace an existing {MANIFEST_NAME}")
+    again.add_argument(
+        "--reuse",
+        action="store_true",
+        help="a folder already sealed with this backend and these settings is verified, not sealed again "
+        "(sealed otherwise: refused); how `scheduler run` seals a spec's checkpoint",
+    )
     seal_parser.set_defaults(func=run_seal)
 
     for name, func, help_text in (
@@ -88,6 +95,8 @@ def run_seal(args: argparse.Namespace) -> int:
     if not root.is_dir():
         raise CheckpointError(f"{root} is not a folder", path=root)
     settings = read_settings(args.settings_file, args.set)
+    if (root / MANIFEST_NAME).exists() and args.reuse:
+        return reuse_sealed(root, args.backend, settings)
     if (root / MANIFEST_NAME).exists() and not args.force:
         raise CheckpointError(f"{root / MANIFEST_NAME} already exists (add --force to seal again)")
     resolve(args.backend)
@@ -97,6 +106,25 @@ def run_seal(args: argparse.Namespace) -> int:
     described = describe(checkpoint, args.backend, RuntimeOptions())
     write_manifest(root, args.backend, settings, sha256)
     print(f"sealed {root}: {len(sha256)} files, backend {args.backend}, identity {described.digest}")
+    return 0
+
+
+def reuse_sealed(root: Path, backend: str, settings: dict[str, Any]) -> int:
+    """Verifies a folder sealed as asked; one that is sealed with another backend or other
+    settings is refused, so that a spec never silently serves what it does not say."""
+    checkpoint = load(root, name=folder_name(root))
+    if checkpoint.backend != backend:
+        raise CheckpointError(
+            f"{root} is sealed with backend {checkpoint.backend}, not {backend} (--force seals again)"
+        )
+    if canonical_json(checkpoint.settings) != canonical_json(settings):
+        raise CheckpointError(
+            f"{root} is sealed with other settings: {canonical_json(checkpoint.settings)} (--force seals again)"
+        )
+    described = describe(checkpoint, backend, RuntimeOptions())
+    print(
+        f"already sealed {root}: {len(checkpoint.sha256)} files match, backend {backend}, identity {described.digest}"
+    )
     return 0
 
 

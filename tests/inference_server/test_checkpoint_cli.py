@@ -235,6 +235,29 @@ def test_force_reseals_a_changed_folder(tmp_path: Path) -> None:
     assert second["digest"] != first
 
 
+def test_reuse_seals_once_then_verifies_and_refuses_another_seal(tmp_path: Path) -> None:
+    """`seal --reuse`, as `scheduler run` seals a spec's checkpoint: the same backend and settings
+    are verified, never sealed again; others, or a changed file, are refused and change nothing."""
+    folder = checkpoint_folder(tmp_path / "root")
+    settings = settings_file(tmp_path)
+    first = run_cli(*seal_args(folder, settings, "--reuse"))
+    assert first.returncode == 0 and first.stdout.startswith(f"sealed {folder}"), first.stderr
+    sealed = snapshot(folder)
+    again = run_cli(*seal_args(folder, settings, "--reuse"))
+    assert again.returncode == 0 and again.stdout.startswith(f"already sealed {folder}"), again.stderr
+    digest = json.loads(run_cli("checkpoint", "show", str(folder), "--json").stdout)["digest"]
+    assert again.stdout.rstrip().endswith(f"identity {digest}")
+    refused(run_cli(*seal_args(folder, settings, "--reuse", backend="noop")), "sealed with backend deterministic")
+    other = tmp_path / "other"
+    other.mkdir()
+    refused(run_cli(*seal_args(folder, settings_file(other, chunk_length=9), "--reuse")), "sealed with other settings")
+    (folder / "model.safetensors").write_bytes(b"retrained")
+    refused(run_cli(*seal_args(folder, settings, "--reuse")), "model.safetensors")
+    (folder / "model.safetensors").write_bytes(b"weights" * 1000)
+    assert snapshot(folder) == sealed
+    assert run_cli(*seal_args(folder, settings, "--reuse", "--force")).returncode == 2  # argparse: one or the other
+
+
 @pytest.mark.parametrize("change", ["tampered", "missing", "extra"])
 def test_verify_names_the_file_that_changed(tmp_path: Path, change: str) -> None:
     folder = checkpoint_folder(tmp_path / "root")
