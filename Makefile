@@ -63,9 +63,10 @@ lerobot-libero: $(LEROBOT_LIBERO_STAMP)
 /usr/bin/chromium:
 	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
 
-# A real libero_object evaluation with the scripted oracle on a local fleet (runs/demo/RESULTS.json).
+# A real libero_object evaluation with the scripted oracle on a local fleet (runs/demo/RESULTS.json):
+# one spec, run by `scheduler run`; --fresh, so that every `make demo` evaluates again.
 demo: $(INSTALL_STAMP)
-	$(PY) -m scripts.demo
+	$(PY) -m scheduler.cli run examples/specs/demo.yaml --fresh
 
 # The multi-host tests make network namespaces with iproute2's `ip`; without root they skip.
 iproute2:

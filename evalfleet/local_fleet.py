@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import grpc
@@ -90,10 +90,21 @@ class LocalFleet:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    def start(self, name: str, argv: Sequence[str], ready: re.Pattern[str] = ADDRESS_LINE) -> ServiceProcess:
+    def start(
+        self,
+        name: str,
+        argv: Sequence[str],
+        ready: re.Pattern[str] = ADDRESS_LINE,
+        spawned: Callable[[ServiceProcess], None] | None = None,
+    ) -> ServiceProcess:
+        """Starts a service and waits until it is up; ``spawned`` is called as soon as it exists
+        (before it is up), so that a caller killed meanwhile has its pid on record."""
         service = ServiceProcess(argv, self.run_dir / "logs" / f"{name}.log", ready=ready)
         self.services.append(service)
-        service.start()
+        service.spawn()
+        if spawned is not None:
+            spawned(service)
+        service.wait_ready()
         if ready is ADDRESS_LINE:
             wait_serving(service.address)
         return service

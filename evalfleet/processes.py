@@ -89,6 +89,11 @@ class ServiceProcess:
         interrupted) is killed before the error propagates, so a failed start leaves nothing behind.
         """
         self.spawn()
+        return self.wait_ready(timeout)
+
+    def wait_ready(self, timeout: float = 120.0) -> ServiceProcess:
+        """Returns once the spawned process has printed its ready line (``start``'s second half),
+        killing it if it does not get there."""
         try:
             match = self.wait_for_line(self.ready.search, timeout)
         except BaseException:

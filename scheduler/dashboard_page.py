@@ -165,6 +165,12 @@ function provenanceView(p) {
     (p.marks.length ? `<ul class="marks">${p.marks.map(m => `<li>${esc(m)}</li>`).join("")}</ul>` : "");
 }
 
+// The evaluation spec a submission came from (scheduler run, submit --spec), canonical form.
+function specView(sub) {
+  if (!sub.spec_json) return "";
+  return `<details class="spec"><summary>spec</summary><pre>${esc(JSON.stringify(JSON.parse(sub.spec_json), null, 2))}</pre></details>`;
+}
+
 function submissionsView(data) {
   if (!data.submissions.length) return "<h2>Submissions</h2><p>No submissions yet.</p>";
   return stacksView(data) + "<h2>Submissions</h2>" + data.submissions.map(sub => {
@@ -177,6 +183,7 @@ function submissionsView(data) {
       ${e.rate > 0 ? e.rate.toFixed(2) + " episodes/s, " : ""}ETA <span class="eta">${e.text}</span></div>
       <div class="counts">tasks: ${["pending","leased","succeeded","failed","cancelled"].map(s => `<span class="state-${s}">${t[s]} ${s}</span>`).join(", ")}</div>
       ${provenanceView(sub.provenance)}
+      ${specView(sub)}
       ${successChart(sub)}
       ${successTable(sub)}
       <button data-op="cancel">Cancel</button><button data-op="requeue">Requeue failed/cancelled</button>

@@ -112,7 +112,13 @@ class SchedulerService(pb_grpc.SchedulerServicer):
         now = time.time()
         submitted = await self._writer.run(
             lambda conn: store_operations.submit(
-                conn, submission.submission_id, submission.definition, submission.priority, submission.labels_json, now
+                conn,
+                submission.submission_id,
+                submission.definition,
+                submission.priority,
+                submission.labels_json,
+                now,
+                spec=submission.spec_json,
             )
         )
         return pb.SubmitResponse(

@@ -192,6 +192,7 @@ class Submission:
     definition: SubmissionDefinition
     priority: int
     labels_json: str
+    spec_json: str  # '' when the submission came from no spec
 
 
 def submit(request: pb.SubmitRequest) -> Submission:
@@ -217,7 +218,8 @@ def submit(request: pb.SubmitRequest) -> Submission:
             check_execute_steps(request.execute_steps, "execute_steps") if request.HasField("execute_steps") else None
         ),
     )
-    return Submission(request.submission_id, definition, request.priority, labels)
+    spec = check_json_object(request.spec_json, "spec_json") if request.spec_json else ""
+    return Submission(request.submission_id, definition, request.priority, labels, spec)
 
 
 @dataclass(frozen=True)

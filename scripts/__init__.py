@@ -4,7 +4,7 @@ Run from the repository root as modules, ``.venv/bin/python -m scripts.<package>
 (``python -m scripts.bench.scheduler --quick``); tests import them the same way. Nothing here is
 installed (pyproject's package list leaves ``scripts`` out) and no product package imports it
 (import-linter holds this). What the product itself runs, such as the local fleet that
-``make demo`` starts, stays in the product; ``scripts.demo`` only drives it.
+``make demo`` starts (``scheduler run examples/specs/demo.yaml``), stays in the product.
 
 - ``scripts.bench``: one module per benchmark, and the servers and workloads they share.
 - ``scripts.chaos``: evaluations reconciled after seeded kills (``python -m scripts.chaos``).
@@ -14,7 +14,7 @@ installed (pyproject's package list leaves ``scripts`` out) and no product packa
   long run (``python -m scripts.fuzz.long``).
 - ``scripts.common``: what they share (percentiles, tables, progress lines, signals, the command
   line, process costs, network-namespace hosts), one concept per module.
-- ``scripts.demo`` (``make demo``); ``scripts/gpu_check.py``, run as a file on GPU machines
+- ``scripts/gpu_check.py``, run as a file on GPU machines
   (``.venv/bin/python scripts/gpu_check.py``); ``scripts/lerobot_tiny.py``, run as a file by
   ``.venv-lerobot``'s python for the lerobot backend's tests and benchmark.
 

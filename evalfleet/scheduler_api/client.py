@@ -124,11 +124,13 @@ class SchedulerClient:
         checkpoint: str = "",
         labels: Mapping[str, Any] | None = None,
         execute_steps: int | None = None,
+        spec_json: str = "",
     ) -> pb.SubmitResponse:
         """Uploads the manifests (by value) or refers to stored ones (by hash), then submits.
 
         ``execute_steps`` overrides the actions per chunk the checkpoint declares (0: the whole
-        chunk); None leaves it to the checkpoint."""
+        chunk); None leaves it to the checkpoint. ``spec_json`` is the evaluation spec the
+        submission came from (scheduler.spec's canonical form), kept with it."""
         hashes = [self.put_manifest(m) if isinstance(m, Manifest) else m for m in manifests]
         request = pb.SubmitRequest(
             submission_id=submission_id or new_submission_id(),
@@ -140,6 +142,7 @@ class SchedulerClient:
             checkpoint=checkpoint,
             labels_json=json.dumps(dict(labels or {})),
             execute_steps=execute_steps,
+            spec_json=spec_json,
         )
         response: pb.SubmitResponse = self._call("Submit", request)
         return response

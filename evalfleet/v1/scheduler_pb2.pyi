@@ -95,7 +95,7 @@ class GetManifestResponse(_message.Message):
     def __init__(self, hash: _Optional[str] = ..., body: _Optional[bytes] = ...) -> None: ...
 
 class SubmitRequest(_message.Message):
-    __slots__ = ("submission_id", "manifest_hashes", "route", "batch_size", "max_attempts", "priority", "checkpoint", "labels_json", "execute_steps")
+    __slots__ = ("submission_id", "manifest_hashes", "route", "batch_size", "max_attempts", "priority", "checkpoint", "labels_json", "execute_steps", "spec_json")
     SUBMISSION_ID_FIELD_NUMBER: _ClassVar[int]
     MANIFEST_HASHES_FIELD_NUMBER: _ClassVar[int]
     ROUTE_FIELD_NUMBER: _ClassVar[int]
@@ -105,6 +105,7 @@ class SubmitRequest(_message.Message):
     CHECKPOINT_FIELD_NUMBER: _ClassVar[int]
     LABELS_JSON_FIELD_NUMBER: _ClassVar[int]
     EXECUTE_STEPS_FIELD_NUMBER: _ClassVar[int]
+    SPEC_JSON_FIELD_NUMBER: _ClassVar[int]
     submission_id: str
     manifest_hashes: _containers.RepeatedScalarFieldContainer[str]
     route: str
@@ -114,7 +115,8 @@ class SubmitRequest(_message.Message):
     checkpoint: str
     labels_json: str
     execute_steps: int
-    def __init__(self, submission_id: _Optional[str] = ..., manifest_hashes: _Optional[_Iterable[str]] = ..., route: _Optional[str] = ..., batch_size: _Optional[int] = ..., max_attempts: _Optional[int] = ..., priority: _Optional[int] = ..., checkpoint: _Optional[str] = ..., labels_json: _Optional[str] = ..., execute_steps: _Optional[int] = ...) -> None: ...
+    spec_json: str
+    def __init__(self, submission_id: _Optional[str] = ..., manifest_hashes: _Optional[_Iterable[str]] = ..., route: _Optional[str] = ..., batch_size: _Optional[int] = ..., max_attempts: _Optional[int] = ..., priority: _Optional[int] = ..., checkpoint: _Optional[str] = ..., labels_json: _Optional[str] = ..., execute_steps: _Optional[int] = ..., spec_json: _Optional[str] = ...) -> None: ...
 
 class SubmitResponse(_message.Message):
     __slots__ = ("submission_id", "tasks_created", "tasks_total", "episodes_total")
@@ -331,7 +333,7 @@ class StateCounts(_message.Message):
     def __init__(self, pending: _Optional[int] = ..., leased: _Optional[int] = ..., succeeded: _Optional[int] = ..., failed: _Optional[int] = ..., cancelled: _Optional[int] = ..., total: _Optional[int] = ...) -> None: ...
 
 class SubmissionStatus(_message.Message):
-    __slots__ = ("submission_id", "route", "priority", "checkpoint", "created_at", "tasks", "episodes_planned", "episodes_completed", "episodes_succeeded")
+    __slots__ = ("submission_id", "route", "priority", "checkpoint", "created_at", "tasks", "episodes_planned", "episodes_completed", "episodes_succeeded", "spec_json")
     SUBMISSION_ID_FIELD_NUMBER: _ClassVar[int]
     ROUTE_FIELD_NUMBER: _ClassVar[int]
     PRIORITY_FIELD_NUMBER: _ClassVar[int]
@@ -341,6 +343,7 @@ class SubmissionStatus(_message.Message):
     EPISODES_PLANNED_FIELD_NUMBER: _ClassVar[int]
     EPISODES_COMPLETED_FIELD_NUMBER: _ClassVar[int]
     EPISODES_SUCCEEDED_FIELD_NUMBER: _ClassVar[int]
+    SPEC_JSON_FIELD_NUMBER: _ClassVar[int]
     submission_id: str
     route: str
     priority: int
@@ -350,7 +353,8 @@ class SubmissionStatus(_message.Message):
     episodes_planned: int
     episodes_completed: int
     episodes_succeeded: int
-    def __init__(self, submission_id: _Optional[str] = ..., route: _Optional[str] = ..., priority: _Optional[int] = ..., checkpoint: _Optional[str] = ..., created_at: _Optional[float] = ..., tasks: _Optional[_Union[StateCounts, _Mapping]] = ..., episodes_planned: _Optional[int] = ..., episodes_completed: _Optional[int] = ..., episodes_succeeded: _Optional[int] = ...) -> None: ...
+    spec_json: str
+    def __init__(self, submission_id: _Optional[str] = ..., route: _Optional[str] = ..., priority: _Optional[int] = ..., checkpoint: _Optional[str] = ..., created_at: _Optional[float] = ..., tasks: _Optional[_Union[StateCounts, _Mapping]] = ..., episodes_planned: _Optional[int] = ..., episodes_completed: _Optional[int] = ..., episodes_succeeded: _Optional[int] = ..., spec_json: _Optional[str] = ...) -> None: ...
 
 class GetStatusRequest(_message.Message):
     __slots__ = ("submission_id",)

@@ -4,7 +4,8 @@ Human output is aligned tables; every reading command has ``--json`` for scripts
 input (ours or refused by the server) prints one line on stderr and exits 2; an unreachable
 server exits 1.
 
-One module per job: ``serve`` launches the server, ``operate`` submits, follows and changes
+One module per job: ``serve`` launches the server, ``run`` evaluates a spec on this machine with a
+fleet of its own, ``operate`` submits, follows and changes
 evaluations, ``results`` reads and compares them, ``artifacts`` downloads and collects episode
 files, ``manifests`` builds and checks sealed manifests offline, ``database`` backs the database up;
 ``common`` holds what they share (connection flags, exit codes, printing).
@@ -22,8 +23,18 @@ import grpc
 from evalfleet.auth import CredentialError
 from evalfleet.scheduler_api.errors import SchedulerError
 from manifests import format as manifest_format
-from scheduler.cli import artifacts, database, manifests, operate, results, serve
-from scheduler.cli.common import EXIT_BAD_INPUT, EXIT_UNAVAILABLE, UsageError
+from scheduler.cli import artifacts, database, manifests, operate, results, run, serve
+from scheduler.cli.common import (
+    EXIT_BAD_INPUT,
+    EXIT_UNAVAILABLE,
+    UsageError,
+    add_connection_arguments,
+    merge_connection,
+)
+from scheduler.spec import SpecError
+
+# Where the connection flags given before the subcommand are kept until they are merged.
+GLOBAL_PREFIX = "global_"
 
 _BAD_INPUT_CODES = {
     grpc.StatusCode.INVALID_ARGUMENT,
@@ -43,9 +54,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
     args.rest = rest
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # PyOpenGL, which a LIBERO manifest build imports, says at INFO that its optional accelerator is
+    # absent: nothing a user can act on, in front of every build's output.
+    logging.getLogger("OpenGL").setLevel(logging.WARNING)
     try:
+        merge_connection(args, GLOBAL_PREFIX)
         return args.func(args) or 0
-    except (UsageError, CredentialError, manifest_format.ManifestError) as exc:
+    except (UsageError, CredentialError, SpecError, manifest_format.ManifestError) as exc:
         print(f"scheduler: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except SchedulerError as exc:
@@ -56,8 +71,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 def build_parser() -> argparse.ArgumentParser:
     """Every command, in the order `scheduler --help` lists them."""
     parser = argparse.ArgumentParser(prog="scheduler", description=__doc__.splitlines()[0])
+    add_connection_arguments(parser, GLOBAL_PREFIX)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     serve.add_commands(commands)
+    run.add_commands(commands)
     operate.add_submission_commands(commands)
     results.add_commands(commands)
     operate.add_task_commands(commands)

@@ -1,8 +1,9 @@
 """What every `scheduler` command shares: exit codes, the usage error, the connection flags, printing.
 
 A command that talks to a scheduler is added with ``add_client_command``, which gives it
-``--server``, ``--token-file``, ``--tls-ca`` and ``--json``, and opens its client with
-``connect``. Machine-readable output goes through ``print_json``, tables through ``console``.
+``--server``, ``--token-file``, ``--tls-ca`` and ``--json`` (the first three also before the
+subcommand), and opens its client with ``connect``. Machine-readable output goes through
+``print_json``, tables through ``console``.
 """
 
 from __future__ import annotations
@@ -35,18 +36,50 @@ class UsageError(Exception):
     """Bad command-line input detected before any request is sent."""
 
 
-def add_client_command(commands: Subcommands, name: str, func: Command, help_text: str) -> argparse.ArgumentParser:
-    """A subcommand that talks to a scheduler: the connection flags and ``--json`` come with it."""
-    sub = commands.add_parser(name, help=help_text)
-    sub.add_argument(
+# The connection flags, accepted before the subcommand too (`scheduler --server H:P status`).
+CONNECTION_FLAGS = ("server", "token_file", "tls_ca")
+TOKEN_FILE_ENV = "EVALFLEET_TOKEN_FILE"
+
+
+def add_connection_arguments(parser: argparse.ArgumentParser, dest_prefix: str = "") -> None:
+    """``--server``, ``--token-file`` and ``--tls-ca``; before the subcommand they are stored under
+    ``dest_prefix`` and ``merge_connection`` moves them onto the subcommand's."""
+    parser.add_argument(
         "--server",
+        dest=f"{dest_prefix}server",
         default=None,
         help=f"scheduler address (default ${client_module.ADDRESS_ENV} or {client_module.DEFAULT_ADDRESS})",
     )
-    sub.add_argument("--token-file", type=Path, default=os.environ.get("EVALFLEET_TOKEN_FILE"))
-    sub.add_argument("--tls-ca", type=Path, help="CA certificate to verify a TLS scheduler")
+    parser.add_argument(
+        "--token-file", dest=f"{dest_prefix}token_file", type=Path, default=None, help=f"default ${TOKEN_FILE_ENV}"
+    )
+    parser.add_argument(
+        "--tls-ca", dest=f"{dest_prefix}tls_ca", type=Path, help="CA certificate to verify a TLS scheduler"
+    )
+
+
+def merge_connection(args: argparse.Namespace, prefix: str) -> None:
+    """The subcommand's connection flags, else those given before it, else the token file's
+    environment variable; UsageError for a flag before a subcommand that takes none."""
+    for name in CONNECTION_FLAGS:
+        given = getattr(args, f"{prefix}{name}")
+        if given is None:
+            continue
+        if not getattr(args, "connects", False):
+            flag = "--" + name.replace("_", "-")
+            raise UsageError(f"{flag} does not apply to `scheduler {args.command}`")
+        if getattr(args, name) is None:
+            setattr(args, name, given)
+    if getattr(args, "connects", False) and args.token_file is None and os.environ.get(TOKEN_FILE_ENV):
+        args.token_file = Path(os.environ[TOKEN_FILE_ENV])
+
+
+def add_client_command(commands: Subcommands, name: str, func: Command, help_text: str) -> argparse.ArgumentParser:
+    """A subcommand that talks to a scheduler: the connection flags and ``--json`` come with it."""
+    sub = commands.add_parser(name, help=help_text)
+    add_connection_arguments(sub)
     sub.add_argument("--json", action="store_true", help="machine-readable output")
-    sub.set_defaults(func=func)
+    sub.set_defaults(func=func, connects=True)
     return sub
 
 

@@ -34,15 +34,22 @@ if TYPE_CHECKING:
 def add_submission_commands(commands: Subcommands) -> None:
     """`submit` and `status`."""
     submit = add_client_command(commands, "submit", cmd_submit, "submit manifests for evaluation")
-    submit.add_argument("--manifest", type=Path, nargs="+", required=True, metavar="FILE")
-    submit.add_argument("--route", required=True, help="worker route, e.g. libero, robotwin, synthetic")
-    submit.add_argument("--batch-size", type=int, default=5, help="episodes per task (minibatch)")
-    submit.add_argument("--max-attempts", type=int, default=3)
-    submit.add_argument("--priority", type=int, default=0, help="higher runs first")
+    submit.add_argument(
+        "--spec",
+        type=Path,
+        metavar="SPEC",
+        help="the evaluation a spec file describes (docs/specs.md): its manifests built or reused here, every "
+        "other option from it; replaces --manifest, --route and the options the spec holds",
+    )
+    submit.add_argument("--manifest", type=Path, nargs="+", metavar="FILE")
+    submit.add_argument("--route", help="worker route, e.g. libero, robotwin, synthetic")
+    submit.add_argument("--batch-size", type=int, default=None, help="episodes per task (minibatch; default 5)")
+    submit.add_argument("--max-attempts", type=int, default=None, help="default 3")
+    submit.add_argument("--priority", type=int, default=None, help="higher runs first (default 0)")
     submit.add_argument(
         "--order",
         choices=("longest-first", "given"),
-        default="longest-first",
+        default=None,
         help="task claim order: manifests by expected episode time, longest first (see manifests.expected), "
         "or as given",
     )
@@ -106,7 +113,29 @@ def _selector_arguments(sub: argparse.ArgumentParser, positional: bool = True) -
     sub.add_argument("--state", action="append", default=[], choices=TASK_STATE_NAMES)
 
 
+# What a spec holds, as the flags that would otherwise say it.
+_SPEC_FLAGS = (
+    ("--manifest", "manifest"),
+    ("--route", "route"),
+    ("--batch-size", "batch_size"),
+    ("--max-attempts", "max_attempts"),
+    ("--priority", "priority"),
+    ("--order", "order"),
+    ("--submission-id", "submission_id"),
+    ("--label", "label"),
+    ("--execute-steps", "execute_steps"),
+)
+
+
 def cmd_submit(args: argparse.Namespace) -> int:
+    if args.spec is not None:
+        given = [flag for flag, name in _SPEC_FLAGS if getattr(args, name) not in (None, [])]
+        if given:
+            raise UsageError(f"--spec holds the evaluation's options; {', '.join(given)} cannot be given with it")
+        return _submit_spec(args)
+    for flag, name in (("--manifest", "manifest"), ("--route", "route")):
+        if not getattr(args, name):
+            raise UsageError(f"{flag} is required (or --spec)")
     labels = {}
     for label in args.label:
         key, sep, value = label.partition("=")
@@ -114,7 +143,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
             raise UsageError(f"--label {label!r} must be KEY=VALUE")
         labels[key] = value
     manifests = [manifest_format.read(path) for path in args.manifest]
-    if args.order == "longest-first":
+    if args.order in (None, "longest-first"):
         manifests = longest_first(manifests)
     if args.execute_steps is not None and args.execute_steps < 0:
         raise UsageError(f"--execute-steps {args.execute_steps} must be >= 0 (0: the whole chunk)")
@@ -129,14 +158,56 @@ def cmd_submit(args: argparse.Namespace) -> int:
         response = client.submit(
             manifests,
             args.route,
-            batch_size=args.batch_size,
-            max_attempts=args.max_attempts,
-            priority=args.priority,
+            batch_size=5 if args.batch_size is None else args.batch_size,
+            max_attempts=3 if args.max_attempts is None else args.max_attempts,
+            priority=args.priority or 0,
             submission_id=args.submission_id,
             checkpoint=checkpoint,
             labels=labels,
             execute_steps=args.execute_steps,
         )
+    _print_submitted(args, response)
+    return 0
+
+
+def _submit_spec(args: argparse.Namespace) -> int:
+    """`submit --spec`: the spec's manifests (built or reused in its output folder) and options,
+    its checkpoint pinned from --policy-server, the spec's server or its sealed folder."""
+    from scheduler import local_run, spec
+
+    loaded = spec.load(args.spec)
+    document = loaded.spec
+    plan = local_run.make_plan(loaded)
+    manifests = local_run.order_manifests(plan, local_run.prepare_manifests(plan))
+    labels = dict(document.labels)
+    server = args.policy_server or document.checkpoint.server
+    if server:
+        tls_ca = read_tls_ca(args.policy_tls_ca, "--policy-tls-ca")
+        checkpoint = _resolve_checkpoint(server, args.checkpoint, args.token_file, tls_ca, document.actions_per_chunk)
+        labels.setdefault("policy_server", server)
+    else:
+        local_run.seal_checkpoint(plan)
+        checkpoint = local_run.checkpoint_digest(plan)
+        if args.checkpoint and args.checkpoint != checkpoint:
+            raise UsageError(f"--checkpoint {args.checkpoint} but the spec's folder is {checkpoint}")
+    with connect(args) as client:
+        response = client.submit(
+            manifests,
+            document.benchmark.route,
+            batch_size=document.batch_size,
+            max_attempts=document.max_attempts,
+            priority=document.priority,
+            submission_id=document.id,
+            checkpoint=checkpoint,
+            labels=labels,
+            execute_steps=document.actions_per_chunk,
+            spec_json=spec.canonical_json(document),
+        )
+    _print_submitted(args, response)
+    return 0
+
+
+def _print_submitted(args: argparse.Namespace, response: pb.SubmitResponse) -> None:
     if args.json:
         print_json(message_dict(response))
     else:
@@ -145,7 +216,6 @@ def cmd_submit(args: argparse.Namespace) -> int:
             f"{response.tasks_total} tasks ({response.tasks_created} new), {response.episodes_total} episodes",
             file=sys.stderr,
         )
-    return 0
 
 
 def _resolve_checkpoint(
@@ -212,6 +282,10 @@ def cmd_status(args: argparse.Namespace) -> int:
             workers = ", ".join(demand.workers) or "no connected worker: these tasks wait"
             needed.add_row(demand.stack, str(demand.pending_tasks), workers)
         console().print(needed)
+    if args.submission:
+        for sub in response.submissions:
+            if sub.spec_json:
+                print(f"spec of {sub.submission_id}: {sub.spec_json}")
     return 0
 
 

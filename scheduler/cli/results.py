@@ -92,6 +92,12 @@ def cmd_summary(args: argparse.Namespace) -> int:
         data["marks"] = provenance.marks(response)
         print_json(data)
         return 0
+    console().print(summary_table(response))
+    return 0
+
+
+def summary_table(response: pb.GetSummaryResponse) -> Table:
+    """`scheduler summary`'s table: one row per task x setting, totals per setting and overall."""
     title = f"summary of {response.submission_id}"
     if not response.complete:
         title += f" (INCOMPLETE: {response.episodes_completed}/{response.episodes_planned} episodes)"
@@ -159,8 +165,7 @@ def cmd_summary(args: argparse.Namespace) -> int:
         "",
         "",
     )
-    console().print(table)
-    return 0
+    return table
 
 
 def _setting_totals(manifests: Iterable[pb.ManifestSummary]) -> dict[tuple[str, str], tuple[int, int, int]]:

@@ -105,12 +105,14 @@ def submit(
     priority: int,
     labels: str,
     now: float,
+    spec: str = "",
 ) -> Submitted:
     """Creates the submission's tasks that do not exist yet, pending.
 
     The same id with the same definition is the same submission (a retried submit creates
     nothing); with another definition it is refused (``Conflict`` naming the first field that
-    differs). Every manifest must have been stored first (``NotFound``).
+    differs). Every manifest must have been stored first (``NotFound``). ``spec`` (the evaluation
+    spec it came from, canonical JSON) is kept as first submitted.
     """
     row = conn.execute("SELECT definition FROM submissions WHERE id = ?", (submission_id,)).fetchone()
     if row is not None:
@@ -130,8 +132,9 @@ def submit(
         stack_of.append(found["stack"])
     if row is None:
         conn.execute(
-            "INSERT INTO submissions (id, definition, route, checkpoint, priority, labels, created_at, execute_steps)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO submissions"
+            " (id, definition, route, checkpoint, priority, labels, created_at, execute_steps, spec)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 submission_id,
                 definition.to_json(),
@@ -141,6 +144,7 @@ def submit(
                 labels,
                 now,
                 definition.execute_steps,
+                spec,
             ),
         )
     rows: list[tuple[str | int | float | None, ...]] = []

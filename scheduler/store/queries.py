@@ -117,6 +117,7 @@ def status(
                 episodes_planned=planned,
                 episodes_completed=done[0],
                 episodes_succeeded=done[1],
+                spec_json=sub["spec"],
             )
         )
     response.tasks.CopyFrom(_state_counts(overall))

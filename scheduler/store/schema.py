@@ -16,7 +16,8 @@ attempt that was scored shows its files. ``collected_at`` is set when ``gc`` fre
 Simulator stacks (version 5): a manifest's ``stack`` is the id ``manifests.stacks`` derives from
 its recorded versions ('' when its benchmark pins none), copied to its tasks at submit; a task is
 claimed only by a worker that runs that stack, so the claim index leads with it. A worker's
-``stacks`` are the ids it registered (JSON list).
+``stacks`` are the ids it registered (JSON list). Specs (version 6): a submission's ``spec`` is the
+evaluation spec it came from (``scheduler.spec``'s canonical JSON; '' when none).
 
 A connection runs in WAL mode, so readers never wait for the writer; the one writer connection
 belongs to ``scheduler.writer``.
@@ -32,7 +33,7 @@ from evalfleet.scheduler_api.vocabulary import failure_reason_name
 from evalfleet.v1 import scheduler_pb2 as pb
 from manifests.stacks import stack_id
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 # Version 4's tables, created by upgrading from version 3 as in a new database.
 ARTIFACT_TABLES = """
@@ -80,7 +81,8 @@ CREATE TABLE IF NOT EXISTS submissions (
     priority INTEGER NOT NULL,
     labels TEXT NOT NULL,
     created_at REAL NOT NULL,
-    execute_steps INTEGER
+    execute_steps INTEGER,
+    spec TEXT NOT NULL DEFAULT ''
 );
 CREATE TABLE IF NOT EXISTS tasks (
     seq INTEGER PRIMARY KEY,
@@ -245,6 +247,8 @@ def initialize(conn: sqlite3.Connection) -> None:
                 _upgrade_from_3(conn)
             if version in (1, 2, 3, 4):
                 _upgrade_from_4(conn)
+            if version in (1, 2, 3, 4, 5):
+                _upgrade_from_5(conn)
             # Not executescript: it commits first, and the upgrade would not be one transaction.
             for statement in SCHEMA_STATEMENTS:
                 conn.execute(statement)
@@ -386,3 +390,15 @@ def _upgrade_from_4(conn: sqlite3.Connection) -> None:
         conn.execute("UPDATE manifests SET stack = ? WHERE hash = ?", (stack, row["hash"]))
     conn.execute("UPDATE tasks SET stack = (SELECT stack FROM manifests WHERE hash = tasks.manifest_hash)")
     conn.execute("DROP INDEX IF EXISTS tasks_claim")
+
+
+# The column version 6 added, as ALTER TABLE adds it ('': the submission came from no spec).
+VERSION_6_COLUMNS = (("submissions", "spec", "TEXT NOT NULL DEFAULT ''"),)
+
+
+def _upgrade_from_5(conn: sqlite3.Connection) -> None:
+    """Version 6 keeps the evaluation spec a submission came from. Version 5 had no specs, so its
+    submissions keep none."""
+    for table, column, kind in VERSION_6_COLUMNS:
+        if column not in {row["name"] for row in conn.execute(f"PRAGMA table_info({table})")}:
+            conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")

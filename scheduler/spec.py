@@ -1,0 +1,342 @@
+"""An evaluation as a file: the YAML spec that `scheduler run` and `scheduler submit --spec` read.
+
+A lab versions the spec with its code: which checkpoint, which benchmark episodes under which
+protocol, how the policy's chunks are executed, how the work is cut into tasks, and (for
+`scheduler run` only) the local fleet. docs/specs.md describes every key; examples/ holds specs.
+
+The schema is pydantic models that forbid unknown keys and coerce nothing (a quoted ``"5"`` is
+not a number), so a typo is refused instead of silently ignored. YAML's own leniency is closed
+too: a key given twice is refused (PyYAML keeps the last one). Every refusal is one ``SpecError``
+line naming the file and the key (``benchmark.libero.trials: must be >= 1``). What a benchmark
+builder checks itself (a task id beyond the suite, a preset's seed range) it still checks when
+the manifests are built, and its field is mapped back onto the spec's key (``spec_key``).
+
+Relative paths in a spec are relative to the spec file's folder, as in a compose file, so that a
+spec means the same wherever it is run from. The canonical form (``canonical_json``: every key,
+defaults filled in, sorted) is what is stored with the submission.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic_core import ErrorDetails
+
+from benchmarks.robotwin.config import DEFAULT_SETTINGS, SETTINGS
+
+SPEC_VERSION = 1
+# The submission id a spec names ([A-Za-z0-9._-], 1..64; scheduler.validation.ID_RE on the server).
+ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
+BENCHMARKS = ("libero", "robotwin", "synthetic")
+# Each CPU renderer worker (one LIBERO episode process and its simulator) needs about this much.
+DEFAULT_WORKER_MEMORY_GB = 2.0
+
+
+class SpecError(Exception):
+    """A spec that cannot be used, in one line: the file, the key, what is wrong."""
+
+    def __init__(self, source: str, key: str, message: str) -> None:
+        super().__init__(f"{source}: {key}: {message}" if key else f"{source}: {message}")
+        self.source = source
+        self.key = key
+        self.message = message
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class CheckpointSpec(_Section):
+    """What serves the policy: exactly one of ``path`` (a checkpoint folder), ``remote`` (the
+    settings of the ``remote`` backend, sealed under the output folder) or ``server`` (an
+    inference server that is already running, whose identity is read once at submission)."""
+
+    path: str | None = None
+    # Given: `path` is sealed with this backend and settings unless it already is (and refused if
+    # it is sealed otherwise). Absent: `path` must already be sealed.
+    backend: str | None = None
+    settings: dict[str, Any] | None = None
+    remote: dict[str, Any] | None = None
+    server: str | None = None
+    # The interpreter that runs the inference server (the lerobot backend: .venv-lerobot/bin/python).
+    python: str | None = None
+    device: str = "cpu"
+    dtype: Literal["float32", "bfloat16", "float16"] = "float32"
+
+    @model_validator(mode="after")
+    def _one_source(self) -> CheckpointSpec:
+        given = [name for name in ("path", "remote", "server") if getattr(self, name) is not None]
+        if len(given) != 1:
+            raise ValueError(f"give exactly one of path, remote or server (got {', '.join(given) or 'none'})")
+        if self.path is None and (self.backend is not None or self.settings is not None):
+            raise ValueError("backend and settings seal a checkpoint folder: they need path")
+        if self.settings is not None and self.backend is None:
+            raise ValueError("settings need the backend they are for")
+        if self.server is not None and self.python is not None:
+            raise ValueError("python starts an inference server; server names one already running")
+        return self
+
+
+class LiberoSpec(_Section):
+    """LIBERO episodes: the builder's options (`scheduler manifest build libero --help`), for each
+    suite. Unset options take the protocol preset's value. Suite and protocol names, and task ids,
+    are the builder's to check (it reads the installed LIBERO): ``scheduler.local_run`` asks it
+    before anything starts, also for ``--dry-run``."""
+
+    suites: list[str] = Field(min_length=1)
+    tasks: str = "all"
+    protocol: str = "evalfleet"
+    trials: int | None = Field(default=None, ge=1)
+    seed: int | None = Field(default=None, ge=0)
+    camera_size: int | None = Field(default=None, ge=1)
+    max_steps: int | None = Field(default=None, ge=0)
+    wait_steps: int | None = Field(default=None, ge=0)
+    observation_digest: bool = False
+
+    @field_validator("suites")
+    @classmethod
+    def _distinct_suites(cls, suites: list[str]) -> list[str]:
+        if len(set(suites)) != len(suites):
+            raise ValueError("a suite is named twice")
+        return suites
+
+    @field_validator("tasks", mode="before")
+    @classmethod
+    def _task_list(cls, tasks: Any) -> Any:
+        """``[0, 3, 5]`` is the builder's ``"0,3,5"``; a string is checked by the builder."""
+        if isinstance(tasks, list) and tasks and all(type(t) is int for t in tasks):
+            return ",".join(str(t) for t in tasks)
+        if isinstance(tasks, list):
+            raise ValueError("a list of task ids must hold integers")
+        return tasks
+
+
+class RoboTwinSpec(_Section):
+    """RoboTwin episodes: scanned from a checkout (``root`` and ``tasks``) or a checksummed
+    published subset imported from ``subset``."""
+
+    root: str | None = None
+    tasks: list[str] | None = Field(default=None, min_length=1)
+    settings: list[str] = Field(default_factory=lambda: list(DEFAULT_SETTINGS), min_length=1)
+    episodes: int | None = Field(default=None, ge=1)
+    seed: int = Field(default=0, ge=0)
+    max_candidates: int | None = Field(default=None, ge=1)
+    observation_digest: bool = False
+    subset: str | None = None
+
+    @field_validator("settings")
+    @classmethod
+    def _known_settings(cls, settings: list[str]) -> list[str]:
+        for setting in settings:
+            if setting not in SETTINGS:
+                raise ValueError(f"unknown setting {setting!r} (known: {', '.join(SETTINGS)})")
+        return settings
+
+    @model_validator(mode="after")
+    def _scan_or_subset(self) -> RoboTwinSpec:
+        if self.subset is not None and (self.root is not None or self.tasks is not None):
+            raise ValueError("give subset, or root and tasks, not both")
+        if self.subset is None and (self.root is None or self.tasks is None):
+            raise ValueError("give root and tasks (a scan), or subset (an import)")
+        return self
+
+
+class SyntheticSpec(_Section):
+    """Synthetic episodes (`scheduler manifest build synthetic`): seeded durations and successes,
+    no simulator; for trying a fleet out and for tests."""
+
+    episodes: int = Field(ge=1)
+    seed: int = Field(default=0, ge=0)
+    mean_seconds: float = Field(default=1.0, gt=0)
+    success_rate: float = Field(default=0.5, ge=0, le=1)
+    task: str = "synthetic"
+    setting: str = "default"
+
+
+class BenchmarkSpec(_Section):
+    """Exactly one benchmark per spec: its episodes go to one worker route, the benchmark's name."""
+
+    libero: LiberoSpec | None = None
+    robotwin: RoboTwinSpec | None = None
+    synthetic: SyntheticSpec | None = None
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> BenchmarkSpec:
+        if len([name for name in BENCHMARKS if getattr(self, name) is not None]) != 1:
+            raise ValueError(f"give exactly one of {', '.join(BENCHMARKS)}")
+        return self
+
+    @property
+    def route(self) -> str:
+        return next(name for name in BENCHMARKS if getattr(self, name) is not None)
+
+
+class FleetSpec(_Section):
+    """The processes `scheduler run` starts on this machine (`scheduler submit --spec` ignores it:
+    a running fleet is what it is). Unset: sized to the machine."""
+
+    # Renderer workers: one per GPU where NVIDIA GPUs are present, else one per core within memory.
+    workers: int | None = Field(default=None, ge=1)
+    # GPUs to render on, by UUID (`nvidia-smi -L`); [] renders on the CPU even where GPUs are present.
+    gpus: list[str] | None = None
+    # Episodes in flight per worker, one process each.
+    concurrency: int = Field(default=1, ge=1)
+    worker_memory_gb: float = Field(default=DEFAULT_WORKER_MEMORY_GB, gt=0)
+    lease_seconds: float = Field(default=60.0, gt=0)
+    # The simulator stack the workers run on (`make stacks`); unset: the `libero` extra's.
+    stack: str | None = None
+
+    @field_validator("workers", "gpus", mode="before")
+    @classmethod
+    def _auto(cls, value: Any) -> Any:
+        return None if value == "auto" else value
+
+
+class Spec(_Section):
+    """One evaluation: a checkpoint on a benchmark's episodes, how it is executed and recorded."""
+
+    version: Literal[1] = 1
+    id: str = Field(pattern=ID_PATTERN)
+    # Where `scheduler run` keeps its database, logs, manifests and results (default runs/<id>).
+    output: str | None = None
+    checkpoint: CheckpointSpec
+    benchmark: BenchmarkSpec
+    # Actions of each policy chunk executed before the policy is asked again (0: the whole chunk);
+    # unset: what the checkpoint declares. Part of the submission's definition.
+    actions_per_chunk: int | None = Field(default=None, ge=0)
+    # Episodes per task: the unit that is leased, retried and resumed.
+    batch_size: int = Field(default=5, ge=1)
+    max_attempts: int = Field(default=3, ge=1)
+    priority: int = 0
+    order: Literal["longest-first", "given"] = "longest-first"
+    # Which episodes keep their video: workers `scheduler run` starts record accordingly.
+    video: Literal["none", "failures", "all"] = "failures"
+    labels: dict[str, str] = Field(default_factory=dict)
+    fleet: FleetSpec = Field(default_factory=FleetSpec)
+
+
+@dataclass(frozen=True)
+class LoadedSpec:
+    """A valid spec and the file it came from (relative paths resolve against its folder)."""
+
+    spec: Spec
+    source: Path
+
+    def resolve(self, path: str) -> Path:
+        """Absolute, links kept: a virtualenv's python is a link that must not be followed."""
+        return Path(os.path.abspath(self.source.parent / Path(path).expanduser()))
+
+    @property
+    def output(self) -> Path:
+        return self.resolve(self.spec.output) if self.spec.output else Path(os.path.abspath("runs")) / self.spec.id
+
+    def error(self, key: str, message: str) -> SpecError:
+        return SpecError(str(self.source), key, message)
+
+
+def load(path: Path) -> LoadedSpec:
+    """Reads and validates a spec file; SpecError names the first problem."""
+    source = str(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise SpecError(source, "", f"cannot read: {exc.strerror or exc}") from None
+    return LoadedSpec(parse(text, source), Path(os.path.abspath(path)))
+
+
+def parse(text: str, source: str = "<spec>") -> Spec:
+    try:
+        document = yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader subclass: no arbitrary objects
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        raise SpecError(source, "", f"not valid YAML: {where}{exc.problem}") from None
+    except yaml.YAMLError as exc:
+        raise SpecError(source, "", f"not valid YAML: {exc}") from None
+    if not isinstance(document, dict):
+        raise SpecError(source, "", "must be a mapping of keys (id, checkpoint, benchmark, ...)")
+    try:
+        return Spec.model_validate(document)
+    except ValidationError as exc:
+        errors = exc.errors(include_url=False)
+        key, message = describe_error(errors[0])
+        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+        raise SpecError(source, key, message + more) from None
+
+
+def describe_error(error: ErrorDetails) -> tuple[str, str]:
+    """pydantic's error as the spec's dotted key and one plain sentence."""
+    key = ".".join(str(part) for part in error["loc"])
+    kind = error["type"]
+    if kind == "extra_forbidden":
+        parent, _, name = key.rpartition(".")
+        return key, f"unknown key {name!r}{_expected_keys(parent)}"
+    if kind == "missing":
+        return key, "required"
+    if kind == "value_error":
+        return key, str(error["ctx"]["error"]) if "ctx" in error else error["msg"]
+    if kind == "string_pattern_mismatch":
+        return key, f"must be 1-64 of A-Z a-z 0-9 . _ - (starting with a letter or digit), got {error['input']!r}"
+    return key, f"{error['msg'].replace('Input should be', 'must be')}, got {error['input']!r}"
+
+
+def _expected_keys(parent: str) -> str:
+    model: type[BaseModel] | None = Spec
+    for part in filter(None, parent.split(".")):
+        field = model.model_fields.get(part) if model else None
+        model = _section_type(field.annotation) if field else None
+    if model is None:
+        return ""
+    return f" (expected one of: {', '.join(model.model_fields)})"
+
+
+def _section_type(annotation: Any) -> type[BaseModel] | None:
+    for candidate in (annotation, *getattr(annotation, "__args__", ())):
+        if isinstance(candidate, type) and issubclass(candidate, BaseModel):
+            return candidate
+    return None
+
+
+def canonical_json(spec: Spec) -> str:
+    """Every key with defaults filled in, sorted, compact: the form stored with the submission."""
+    return json.dumps(spec.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+
+
+def definition_key(section: BaseModel | Mapping[str, Any]) -> str:
+    """A short stable name for a section's content (manifests are cached under it)."""
+    data = section.model_dump(mode="json") if isinstance(section, BaseModel) else dict(section)
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+
+
+# Builder option errors (BenchmarkError.field) back onto the spec's keys.
+_OPTION = re.compile(r"^--([a-z-]+)$")
+
+
+def spec_key(benchmark: str, field: str | None) -> str:
+    """``--trials`` from the libero builder is ``benchmark.libero.trials`` in the spec."""
+    match = _OPTION.match(field or "")
+    name = match.group(1).replace("-", "_") if match else (field or "")
+    renamed = {"robotwin_root": "root", "suite": "suites"}.get(name, name)
+    return f"benchmark.{benchmark}.{renamed}" if renamed else f"benchmark.{benchmark}"
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing a mapping that names a key twice."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(None, None, f"key {key!r} is given twice", key_node.start_mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)

@@ -1,0 +1,319 @@
+"""The evaluation spec (scheduler/spec.py): every key read, every mistake one line naming its key.
+
+The parser is exercised in-process for each key and error; the command line (`scheduler run
+--dry-run`, `scheduler submit --spec`) as a user runs it, against a real scheduler where one is
+needed. `scheduler run` itself, with real LIBERO episodes, is tests/test_scheduler_run.py.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from procs import cli, one_line_refusal
+
+from scheduler import spec
+
+pytestmark = pytest.mark.timeout(120)
+
+MINIMAL = {
+    "id": "eval-1",
+    "checkpoint": {"path": "ckpt"},
+    "benchmark": {"libero": {"suites": ["libero_object"]}},
+}
+
+# Every key with a value other than its default.
+FULL: dict[str, Any] = {
+    "version": 1,
+    "id": "eval.full_2",
+    "output": "out/eval",
+    "checkpoint": {
+        "path": "ckpt",
+        "backend": "lerobot",
+        "settings": {"noise_seed": 3, "cameras": [{"name": "agentview", "height": 64, "width": 64}]},
+        "python": ".venv-lerobot/bin/python",
+        "device": "cuda:1",
+        "dtype": "bfloat16",
+    },
+    "benchmark": {
+        "libero": {
+            "suites": ["libero_object", "libero_goal"],
+            "tasks": [0, 3, 5],
+            "protocol": "openpi",
+            "trials": 7,
+            "seed": 11,
+            "camera_size": 128,
+            "max_steps": 90,
+            "wait_steps": 4,
+            "observation_digest": True,
+        }
+    },
+    "actions_per_chunk": 5,
+    "batch_size": 2,
+    "max_attempts": 4,
+    "priority": -3,
+    "order": "given",
+    "video": "all",
+    "labels": {"run": "ablation-7", "who": "lab"},
+    "fleet": {
+        "workers": 3,
+        "gpus": ["GPU-aaaa", "GPU-bbbb"],
+        "concurrency": 2,
+        "worker_memory_gb": 3.5,
+        "lease_seconds": 45,
+        "stack": "mujoco-3.2.3_robosuite-1.4.1",
+    },
+}
+
+
+def parse(document: dict[str, Any]) -> spec.Spec:
+    return spec.parse(yaml.safe_dump(document), "eval.yaml")
+
+
+def refusal(document: dict[str, Any] | str) -> spec.SpecError:
+    text = document if isinstance(document, str) else yaml.safe_dump(document)
+    with pytest.raises(spec.SpecError) as caught:
+        spec.parse(text, "eval.yaml")
+    assert "\n" not in str(caught.value)
+    return caught.value
+
+
+def changed(path: str, value: Any, base: dict[str, Any] = MINIMAL) -> dict[str, Any]:
+    """A deep copy of `base` with the dotted key set (None deletes it)."""
+    document = json.loads(json.dumps(base))
+    *parents, last = path.split(".")
+    node = document
+    for part in parents:
+        node = node.setdefault(part, {})
+    if value is None:
+        node.pop(last)
+    else:
+        node[last] = value
+    return document
+
+
+def test_every_key_is_read_with_its_value() -> None:
+    read = parse(FULL).model_dump(mode="json")
+    expected = json.loads(json.dumps(FULL))
+    expected["benchmark"]["libero"]["tasks"] = "0,3,5"  # a list of ids is the builder's "0,3,5"
+    expected["fleet"]["lease_seconds"] = 45.0
+    for section in ("checkpoint", "fleet"):
+        for key, value in expected[section].items():
+            assert read[section][key] == value, (section, key)
+    assert read["benchmark"]["libero"] == expected["benchmark"]["libero"]
+    for key in ("version", "id", "output", "actions_per_chunk", "batch_size", "max_attempts", "priority", "order"):
+        assert read[key] == expected[key], key
+    assert read["video"] == "all" and read["labels"] == expected["labels"]
+
+
+def test_defaults_fill_the_canonical_form_and_it_is_stable() -> None:
+    minimal = parse(MINIMAL)
+    canonical = json.loads(spec.canonical_json(minimal))
+    assert canonical["batch_size"] == 5 and canonical["max_attempts"] == 3 and canonical["video"] == "failures"
+    assert canonical["fleet"]["workers"] is None and canonical["actions_per_chunk"] is None
+    assert canonical["benchmark"]["libero"]["protocol"] == "evalfleet"
+    # Key order and layout in the file do not matter; content does.
+    reordered = yaml.safe_dump(dict(reversed(list(MINIMAL.items()))), default_flow_style=True)
+    assert spec.canonical_json(spec.parse(reordered)) == spec.canonical_json(minimal)
+    assert spec.canonical_json(parse(changed("batch_size", 2))) != spec.canonical_json(minimal)
+
+
+def test_auto_is_the_unset_sizing() -> None:
+    read = parse(changed("fleet", {"workers": "auto", "gpus": "auto"}))
+    assert read.fleet.workers is None and read.fleet.gpus is None
+    assert parse(changed("fleet", {"gpus": []})).fleet.gpus == []
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "key", "words"),
+    [
+        ("colour", "red", "colour", "unknown key 'colour' (expected one of: version, id, output"),
+        ("benchmark.libero.trails", 3, "benchmark.libero.trails", "unknown key 'trails' (expected one of: suites"),
+        ("fleet.gpu", ["x"], "fleet.gpu", "unknown key 'gpu' (expected one of: workers, gpus"),
+        ("checkpoint.weights", "x", "checkpoint.weights", "unknown key 'weights' (expected one of: path"),
+        ("id", None, "id", "required"),
+        ("id", "has space", "id", "must be 1-64 of A-Z a-z 0-9 . _ -"),
+        ("id", "x" * 65, "id", "must be 1-64"),
+        ("version", 2, "version", "must be 1, got 2"),
+        ("benchmark.libero.trials", 0, "benchmark.libero.trials", "greater than or equal to 1, got 0"),
+        ("benchmark.libero.trials", "2", "benchmark.libero.trials", "must be a valid integer, got '2'"),
+        ("benchmark.libero.seed", -1, "benchmark.libero.seed", "greater than or equal to 0"),
+        ("benchmark.libero.suites", [], "benchmark.libero.suites", "at least 1 item"),
+        ("benchmark.libero.suites", ["libero_goal", "libero_goal"], "benchmark.libero.suites", "named twice"),
+        ("benchmark.libero.tasks", ["0", 1], "benchmark.libero.tasks", "must hold integers"),
+        ("benchmark.libero.observation_digest", "yes", "benchmark.libero.observation_digest", "valid boolean"),
+        ("benchmark.robotwin", {"root": "r", "tasks": ["x"]}, "benchmark", "give exactly one of libero, robotwin"),
+        ("benchmark", {}, "benchmark", "give exactly one of libero, robotwin, synthetic"),
+        ("checkpoint", {"path": "a", "server": "h:1"}, "checkpoint", "exactly one of path, remote or server"),
+        ("checkpoint", {}, "checkpoint", "exactly one of path, remote or server (got none)"),
+        ("checkpoint", {"remote": {}, "backend": "x"}, "checkpoint", "backend and settings seal a checkpoint folder"),
+        ("checkpoint", {"path": "a", "settings": {}}, "checkpoint", "settings need the backend"),
+        ("checkpoint", {"server": "h:1", "python": "p"}, "checkpoint", "python starts an inference server"),
+        ("checkpoint.dtype", "f8", "checkpoint.dtype", "'float32', 'bfloat16' or 'float16', got 'f8'"),
+        ("checkpoint.settings", [1], "checkpoint.settings", "valid dictionary"),
+        ("actions_per_chunk", -1, "actions_per_chunk", "greater than or equal to 0"),
+        ("batch_size", 0, "batch_size", "greater than or equal to 1"),
+        ("max_attempts", 1.5, "max_attempts", "valid integer"),
+        ("priority", "high", "priority", "valid integer"),
+        ("order", "shortest-first", "order", "'longest-first' or 'given'"),
+        ("video", "some", "video", "'none', 'failures' or 'all'"),
+        ("labels", {"n": 1}, "labels.n", "valid string, got 1"),
+        ("fleet.workers", 0, "fleet.workers", "greater than or equal to 1"),
+        ("fleet.workers", "many", "fleet.workers", "valid integer, got 'many'"),
+        ("fleet.gpus", "GPU-1", "fleet.gpus", "valid list"),
+        ("fleet.concurrency", 0, "fleet.concurrency", "greater than or equal to 1"),
+        ("fleet.lease_seconds", 0, "fleet.lease_seconds", "greater than 0"),
+        ("fleet.lease_seconds", True, "fleet.lease_seconds", "valid number, got True"),
+        ("fleet.worker_memory_gb", -1, "fleet.worker_memory_gb", "greater than 0"),
+    ],
+)
+def test_each_mistake_is_one_line_naming_its_key(path: str, value: Any, key: str, words: str) -> None:
+    error = refusal(changed(path, value))
+    assert error.key == key, error
+    assert words in error.message, error
+    assert str(error).startswith(f"eval.yaml: {key}: ")
+
+
+def test_robotwin_and_synthetic_sections() -> None:
+    robotwin = {"root": "RoboTwin", "tasks": ["beat_block_hammer"], "episodes": 10}
+    read = parse(changed("benchmark", {"robotwin": robotwin}))
+    assert read.benchmark.route == "robotwin" and read.benchmark.robotwin is not None
+    assert read.benchmark.robotwin.settings == ["clean-seen", "randomized-unseen"]
+    bad_setting = refusal(changed("benchmark", {"robotwin": {**robotwin, "settings": ["dirty"]}}))
+    assert bad_setting.key == "benchmark.robotwin.settings" and "unknown setting 'dirty'" in bad_setting.message
+    both = refusal(changed("benchmark", {"robotwin": {**robotwin, "subset": "s"}}))
+    assert both.key == "benchmark.robotwin" and "not both" in both.message
+    neither = refusal(changed("benchmark", {"robotwin": {"root": "RoboTwin"}}))
+    assert "give root and tasks" in neither.message
+    synthetic = parse(changed("benchmark", {"synthetic": {"episodes": 6, "success_rate": 0.25}}))
+    assert synthetic.benchmark.route == "synthetic"
+    rate = refusal(changed("benchmark", {"synthetic": {"episodes": 6, "success_rate": 2}}))
+    assert rate.key == "benchmark.synthetic.success_rate"
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ("id: a\nid: b\ncheckpoint: {path: c}\n", "key 'id' is given twice"),
+        ("id: [\n", "not valid YAML: line 2"),
+        ("- a\n- b\n", "must be a mapping of keys"),
+        ("", "must be a mapping of keys"),
+        ("id: !!python/object:os.system x\n", "not valid YAML"),
+    ],
+)
+def test_yaml_mistakes_are_one_line(text: str, words: str) -> None:
+    assert words in str(refusal(text))
+
+
+def write_spec(folder: Path, document: dict[str, Any], name: str = "eval.yaml") -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    path.write_text(yaml.safe_dump(document))
+    return path
+
+
+def test_run_refuses_a_bad_spec_in_one_line_and_creates_nothing(tmp_path: Path) -> None:
+    output = tmp_path / "out"
+    bad = write_spec(tmp_path, changed("output", str(output), changed("benchmark.libero.trails", 2)))
+    stderr = one_line_refusal(cli("run", str(bad)))
+    assert stderr == f"scheduler: {bad}: benchmark.libero.trails: unknown key 'trails' (expected one of: suites, " + (
+        "tasks, protocol, trials, seed, camera_size, max_steps, wait_steps, observation_digest)\n"
+    )
+    missing = one_line_refusal(cli("run", str(tmp_path / "absent.yaml")))
+    assert "absent.yaml: cannot read: No such file or directory" in missing
+    unsealed = write_spec(tmp_path, changed("output", str(output), changed("checkpoint.path", "no-such-folder")))
+    assert "checkpoint.path: " in one_line_refusal(cli("run", str(unsealed), "--dry-run"))
+    assert not output.exists()
+
+
+def test_builder_mistakes_are_refused_before_anything_starts_naming_the_spec_key(tmp_path: Path) -> None:
+    (tmp_path / "ckpt").mkdir()
+    output = tmp_path / "out"
+    for key, value, words in (
+        ("benchmark.libero.tasks", "0-99", "task ids must lie within 0-9"),
+        ("benchmark.libero.suites", ["libero_object", "libero_100"], "unknown LIBERO suite 'libero_100'"),
+        ("benchmark.libero.protocol", "harness-x", "unknown protocol preset 'harness-x'"),
+    ):
+        path = write_spec(tmp_path, changed("output", str(output), changed(key, value)))
+        stderr = one_line_refusal(cli("run", str(path), "--dry-run"))
+        assert f": {key}: " in stderr and words in stderr, stderr
+    assert not output.exists()
+
+
+def test_dry_run_prints_the_plan_and_starts_nothing(tmp_path: Path) -> None:
+    (tmp_path / "ckpt").mkdir()
+    output = tmp_path / "out"
+    gpus = {"gpus": ["GPU-11111111-aaaa", "GPU-22222222-bbbb"], "concurrency": 2}
+    document = changed("fleet", gpus, changed("output", str(output)))
+    document["benchmark"]["libero"].update(tasks="0-2", trials=4, protocol="openpi")
+    run = cli("run", str(write_spec(tmp_path, document)), "--dry-run")
+    assert run.returncode == 0, run.stderr
+    plan = run.stdout
+    assert "12 episodes" in plan and "(to build)" in plan, plan
+    assert "2 (one per GPU (2 found))" in plan and "2 episode(s) each" in plan, plan
+    for worker, uuid in enumerate(gpus["gpus"]):
+        assert f"eval-1-worker-{worker}" in plan and f"GPU {uuid}" in plan
+    assert f"inference-server for {tmp_path / 'ckpt'}" in plan
+    assert not output.exists(), "a dry run writes nothing"
+    cpu = cli("run", str(write_spec(tmp_path, changed("fleet", {"gpus": []}, document))), "--dry-run")
+    assert "CPU rendering:" in cpu.stdout and "CPU (OSMesa)" in cpu.stdout, cpu.stdout
+
+
+def test_submit_spec_pins_the_sealed_checkpoint_stores_the_spec_and_is_idempotent(
+    tmp_path: Path, scheduler: Any, checkpoint_root: Path
+) -> None:
+    document = {
+        "id": "spec-sub",
+        "output": str(tmp_path / "out"),
+        "checkpoint": {"path": str(checkpoint_root / "syn")},
+        "benchmark": {"synthetic": {"episodes": 6, "seed": 3}},
+        "batch_size": 2,
+        "actions_per_chunk": 2,
+        "labels": {"purpose": "test"},
+    }
+    path = write_spec(tmp_path, document)
+    first = cli("submit", "--spec", str(path), "--server", scheduler.address)
+    assert first.returncode == 0, first.stderr
+    assert first.stdout == "spec-sub\n" and "3 tasks (3 new), 6 episodes" in first.stderr
+    shown = subprocess.run(
+        [sys.executable, "-m", "inference_server.cli", "checkpoint", "show", str(checkpoint_root / "syn"), "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    digest = json.loads(shown.stdout)["digest"]
+    status = json.loads(cli("--server", scheduler.address, "status", "spec-sub", "--json").stdout)
+    (submission,) = status["submissions"]
+    assert submission["checkpoint"] == digest
+    assert json.loads(submission["spec_json"]) == json.loads(spec.canonical_json(spec.load(path).spec))
+    table = cli("status", "spec-sub", "--server", scheduler.address).stdout
+    assert f"spec of spec-sub: {spec.canonical_json(spec.load(path).spec)}" in table
+    again = cli("submit", "--spec", str(path), "--server", scheduler.address)
+    assert again.returncode == 0 and "3 tasks (0 new)" in again.stderr, again.stderr
+    with sqlite3.connect(scheduler.db) as conn:
+        (execute_steps,) = conn.execute("SELECT execute_steps FROM submissions WHERE id = 'spec-sub'").fetchone()
+    assert execute_steps == 2
+    edited = write_spec(tmp_path, {**document, "batch_size": 3})
+    assert "exists with a different batch_size" in one_line_refusal(
+        cli("submit", "--spec", str(edited), "--server", scheduler.address)
+    )
+    mixed = one_line_refusal(cli("submit", "--spec", str(path), "--route", "x", "--server", scheduler.address))
+    assert "--route cannot be given with it" in mixed
+
+
+def test_connection_options_work_before_and_after_the_subcommand(scheduler: Any) -> None:
+    before = cli("--server", scheduler.address, "status", "--json")
+    after = cli("status", "--json", "--server", scheduler.address)
+    assert before.returncode == after.returncode == 0, (before.stderr, after.stderr)
+    assert json.loads(before.stdout) == json.loads(after.stdout)
+    # Given twice, the subcommand's wins.
+    assert cli("--server", "127.0.0.1:1", "status", "--server", scheduler.address).returncode == 0
+    assert "--server does not apply to `scheduler manifest`" in one_line_refusal(
+        cli("--server", scheduler.address, "manifest", "show", "x.json")
+    )
