@@ -33,6 +33,7 @@ from evalfleet.v1 import policy_pb2
 from evalfleet.v1 import scheduler_pb2 as pb
 from manifests.format import Manifest, ManifestError
 from renderer_worker.failures import EpisodeFailure
+from renderer_worker.health import HealthTracker
 from renderer_worker.video import VideoMode, VideoRecorder
 
 
@@ -108,7 +109,8 @@ def run_episode(
             )
             session = stack.enter_context(client.open_session(job.expected_digest, meta))
             _write(log, event="start", job=job.__dict__, episode_id=meta.episode_id, instruction=meta.instruction)
-            policy_steps = _drive(episode, session, observation, job, log, recorder)
+            health = HealthTracker()
+            policy_steps = _drive(episode, session, observation, job, log, recorder, health)
             verdict = episode.result()
             video = recorder.finish(verdict.success)
         except (BenchmarkError, ManifestError) as exc:
@@ -138,6 +140,7 @@ def run_episode(
         info=info,
         execute_steps=job.execute_steps,
     )
+    result.health.CopyFrom(health.summary(episode.max_steps))
     return EpisodeEnded(job, result, (*verdict.artifacts, *([video] if video else [])))
 
 
@@ -148,6 +151,7 @@ def _drive(
     job: EpisodeJob,
     log: TextIO | None,
     recorder: VideoRecorder,
+    health: HealthTracker,
 ) -> int:
     """The policy/simulator loop. Returns the number of policy steps (chunks asked for).
 
@@ -159,6 +163,7 @@ def _drive(
     while current is not None and not episode.done:
         images, state = policy_view(current, job)
         recorder.add(images, ran_steps)
+        health.shown(images, state)
         asked = time.perf_counter()
         chunk = _checked_chunk(
             session.act(images, state, step=step, executed=executed), episode.action_dim, job.action_dtype, step
@@ -170,6 +175,7 @@ def _drive(
         else:
             ran = episode.execute(actions)
         current, executed = ran.observation, ran.executed
+        health.ran(actions[:executed])
         ran_steps += executed
         _write(log, event="step", step=step, executed=executed, act_ms=round(act_ms, 3))
         step += 1

@@ -55,6 +55,7 @@ background:linear-gradient(#222,#222) center/100% 1.5px no-repeat}
 .chart-scale span{position:absolute;transform:translateX(-50%);font-size:85%}
 .s0{background:#3a7bd5}.s1{background:#e07b39}.s2{background:#4daf4a}.s3{background:#984ea3}.s4{background:#a65628}.s5{background:#f781bf}
 .ci{color:#555}.marks{color:#8a4b00}.unsealed{background:#fff1d6;color:#8a4b00;border-radius:3px;padding:0 .3em}
+.canary.broken,.paused{color:#a40000;font-weight:bold}.canary.healthy{color:#1a6e1a}
 button{margin-right:.3em}input,select{font:inherit}
 </style></head>
 <body>
@@ -165,6 +166,22 @@ function provenanceView(p) {
     (p.marks.length ? `<ul class="marks">${p.marks.map(m => `<li>${esc(m)}</li>`).join("")}</ul>` : "");
 }
 
+// The broken-setup canary's verdict with its evidence (scheduler/canary.py), and a pause.
+function canaryView(sub) {
+  const c = sub.canary || {};
+  let html = "";
+  if (c.verdict === "broken") {
+    html += `<div class="canary broken">canary: broken setup over ${c.episodes} episodes<ul>` +
+      (c.findings || []).map(f => `<li>${esc(f.signature)}: ${esc(f.evidence)}</li>`).join("") + "</ul></div>";
+  } else if (c.verdict === "healthy") {
+    html += `<div class="canary healthy">canary: healthy over ${c.episodes} episodes</div>`;
+  } else if (c.verdict === "running") {
+    html += `<div class="canary running">canary: running</div>`;
+  }
+  if (sub.paused) html += `<div class="paused">PAUSED: pending tasks wait for <code>scheduler resume ${esc(sub.submission_id)}</code></div>`;
+  return html;
+}
+
 // The evaluation spec a submission came from (scheduler run, submit --spec), canonical form.
 function specView(sub) {
   if (!sub.spec_json) return "";
@@ -183,6 +200,7 @@ function submissionsView(data) {
       ${e.rate > 0 ? e.rate.toFixed(2) + " episodes/s, " : ""}ETA <span class="eta">${e.text}</span></div>
       <div class="counts">tasks: ${["pending","leased","succeeded","failed","cancelled"].map(s => `<span class="state-${s}">${t[s]} ${s}</span>`).join(", ")}</div>
       ${provenanceView(sub.provenance)}
+      ${canaryView(sub)}
       ${specView(sub)}
       ${successChart(sub)}
       ${successTable(sub)}

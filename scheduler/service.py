@@ -33,6 +33,7 @@ from scheduler.metrics import SchedulerMetrics
 from scheduler.operations import Operations
 from scheduler.readers import Readers
 from scheduler.store import artifacts, leases, queries
+from scheduler.store import canary as store_canary
 from scheduler.store import operations as store_operations
 from scheduler.writer import GroupCommitWriter
 
@@ -85,7 +86,14 @@ class SchedulerService(pb_grpc.SchedulerServicer):
 
     async def reap_expired(self) -> list[str]:
         now = time.time()
-        expired = await self._writer.run(lambda conn: leases.reap_expired(conn, now))
+
+        def write(conn: sqlite3.Connection) -> list[str]:
+            expired = leases.reap_expired(conn, now)
+            for task_id in expired:
+                store_canary.settle(conn, task_id)
+            return expired
+
+        expired = await self._writer.run(write)
         self.metrics.lease_expiries.inc(len(expired))
         return expired
 
@@ -119,6 +127,7 @@ class SchedulerService(pb_grpc.SchedulerServicer):
                 submission.labels_json,
                 now,
                 spec=submission.spec_json,
+                canary=submission.canary,
             )
         )
         return pb.SubmitResponse(
@@ -193,6 +202,7 @@ class SchedulerService(pb_grpc.SchedulerServicer):
                 for i, episode in enumerate(completion.episodes)
             )
             leases.complete(conn, task_id, token, completion.result_json, now)
+            store_canary.settle(conn, task_id)  # before the next claim: a broken setup's pause holds it
             return stored, claim(conn, now) if claim is not None else None
 
         started, now = time.perf_counter(), time.time()
@@ -206,11 +216,15 @@ class SchedulerService(pb_grpc.SchedulerServicer):
     async def Fail(self, request: pb.FailRequest, context: Any) -> pb.FailResponse:
         failure = validation.fail(request)
         now = time.time()
-        state = await self._writer.run(
-            lambda conn: leases.fail(
+
+        def write(conn: sqlite3.Connection) -> str:
+            state = leases.fail(
                 conn, failure.task_id, failure.fencing_token, failure.error, failure.retryable, now, failure.reason
             )
-        )
+            store_canary.settle(conn, failure.task_id)
+            return state
+
+        state = await self._writer.run(write)
         if state == "pending":
             self.metrics.retries.inc()
         return pb.FailResponse(state=TASK_STATES[state])
@@ -263,6 +277,12 @@ class SchedulerService(pb_grpc.SchedulerServicer):
     @_handler
     async def SetPriority(self, request: pb.SetPriorityRequest, context: Any) -> pb.ChangeResponse:
         return pb.ChangeResponse(changed=await self._operations.set_priority(request.selector, request.priority))
+
+    @_handler
+    async def PauseSubmission(self, request: pb.PauseSubmissionRequest, context: Any) -> pb.PauseSubmissionResponse:
+        submission_id = validation.pause_submission(request)
+        changed = await self._writer.run(lambda conn: store_operations.set_paused(conn, submission_id, request.paused))
+        return pb.PauseSubmissionResponse(changed=changed)
 
     # Artifacts --------------------------------------------------------------------------------
 

@@ -32,6 +32,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic_core import ErrorDetails
 
 from benchmarks.robotwin.config import DEFAULT_SETTINGS, SETTINGS
+from evalfleet.scheduler_api.limits import (
+    MAX_ATTEMPTS,
+    MAX_BATCH_EPISODES,
+    MAX_CANARY_TASKS,
+    MAX_EXECUTE_STEPS,
+    MAX_PRIORITY,
+)
+from evalfleet.v1 import scheduler_pb2 as pb
 
 SPEC_VERSION = 1
 # The submission id a spec names ([A-Za-z0-9._-], 1..64; scheduler.validation.ID_RE on the server).
@@ -201,6 +209,16 @@ class FleetSpec(_Section):
         return None if value == "auto" else value
 
 
+class CanarySpec(_Section):
+    """The broken-setup canary (``scheduler.canary``): the first task of each of ``tasks`` manifests,
+    spread over them, runs first; if every one of their episodes shows a broken setup's signature,
+    the run says so with the evidence and, with ``pause``, the submission waits for
+    `scheduler resume` or `scheduler cancel`."""
+
+    tasks: int = Field(default=4, ge=0, le=MAX_CANARY_TASKS)
+    pause: bool = False
+
+
 class Spec(_Section):
     """One evaluation: a checkpoint on a benchmark's episodes, how it is executed and recorded."""
 
@@ -212,15 +230,16 @@ class Spec(_Section):
     benchmark: BenchmarkSpec
     # Actions of each policy chunk executed before the policy is asked again (0: the whole chunk);
     # unset: what the checkpoint declares. Part of the submission's definition.
-    actions_per_chunk: int | None = Field(default=None, ge=0)
+    actions_per_chunk: int | None = Field(default=None, ge=0, le=MAX_EXECUTE_STEPS)
     # Episodes per task: the unit that is leased, retried and resumed.
-    batch_size: int = Field(default=5, ge=1)
-    max_attempts: int = Field(default=3, ge=1)
-    priority: int = 0
+    batch_size: int = Field(default=5, ge=1, le=MAX_BATCH_EPISODES)
+    max_attempts: int = Field(default=3, ge=1, le=MAX_ATTEMPTS)
+    priority: int = Field(default=0, ge=0, le=MAX_PRIORITY)
     order: Literal["longest-first", "given"] = "longest-first"
     # Which episodes keep their video: workers `scheduler run` starts record accordingly.
     video: Literal["none", "failures", "all"] = "failures"
     labels: dict[str, str] = Field(default_factory=dict)
+    canary: CanarySpec = Field(default_factory=CanarySpec)
     fleet: FleetSpec = Field(default_factory=FleetSpec)
 
 
@@ -340,3 +359,10 @@ class _UniqueKeyLoader(yaml.SafeLoader):
                 raise yaml.constructor.ConstructorError(None, None, f"key {key!r} is given twice", key_node.start_mark)
             seen.add(key)
         return super().construct_mapping(node, deep=deep)
+
+
+def canary_settings(spec: Spec) -> pb.CanarySettings | None:
+    """The canary a submission of this spec asks for (None: none)."""
+    if spec.canary.tasks == 0:
+        return None
+    return pb.CanarySettings(tasks=spec.canary.tasks, pause=spec.canary.pause)

@@ -22,6 +22,8 @@ from evalfleet.scheduler_api.limits import (
     DEFAULT_LIST_TASKS,
     MAX_ATTEMPTS,
     MAX_BATCH_EPISODES,
+    MAX_CAMERAS,
+    MAX_CANARY_TASKS,
     MAX_CHECKPOINT_CHARS,
     MAX_EXECUTE_STEPS,
     MAX_LIST_TASKS,
@@ -158,11 +160,32 @@ def episode_result(result: pb.EpisodeResult, field: str) -> pb.EpisodeResult:
     check_json_object(result.info_json, f"{field}.info_json")
     if result.HasField("execute_steps"):
         check_execute_steps(result.execute_steps, f"{field}.execute_steps")
+    if result.HasField("health"):
+        _episode_health(result.health, f"{field}.health")
     if result.HasField("remote"):
         check_text(result.remote.dialect, f"{field}.remote.dialect", MAX_REMOTE_DIALECT_BYTES)
         check_text(result.remote.url, f"{field}.remote.url", MAX_REMOTE_URL_BYTES)
         check_text(result.remote.handshake_sha256, f"{field}.remote.handshake_sha256", MAX_SHORT_TEXT_BYTES)
     return result
+
+
+def _episode_health(health: pb.EpisodeHealth, field: str) -> None:
+    for name in ("action_std_max", "action_saturated_fraction", "state_range_max"):
+        value = getattr(health, name)
+        if not math.isfinite(value) or value < 0:
+            raise InvalidArgument("must be a finite number >= 0", field=f"{field}.{name}")
+    if health.action_saturated_fraction > 1:
+        raise InvalidArgument("must be within [0, 1]", field=f"{field}.action_saturated_fraction")
+    if len(health.frozen_cameras) > MAX_CAMERAS:
+        raise InvalidArgument(f"more than {MAX_CAMERAS} cameras", field=f"{field}.frozen_cameras")
+    for i, camera in enumerate(health.frozen_cameras):
+        check_text(camera, f"{field}.frozen_cameras[{i}]", MAX_SHORT_TEXT_BYTES)
+
+
+def canary_settings(settings: pb.CanarySettings, field: str) -> pb.CanarySettings:
+    if settings.tasks > MAX_CANARY_TASKS:
+        raise InvalidArgument(f"{settings.tasks} is outside [0, {MAX_CANARY_TASKS}]", field=f"{field}.tasks")
+    return settings
 
 
 # ---------------------------------------------------------------------------------------------
@@ -193,6 +216,7 @@ class Submission:
     priority: int
     labels_json: str
     spec_json: str  # '' when the submission came from no spec
+    canary: pb.CanarySettings | None
 
 
 def submit(request: pb.SubmitRequest) -> Submission:
@@ -219,7 +243,8 @@ def submit(request: pb.SubmitRequest) -> Submission:
         ),
     )
     spec = check_json_object(request.spec_json, "spec_json") if request.spec_json else ""
-    return Submission(request.submission_id, definition, request.priority, labels, spec)
+    canary = canary_settings(request.canary, "canary") if request.HasField("canary") else None
+    return Submission(request.submission_id, definition, request.priority, labels, spec, canary)
 
 
 @dataclass(frozen=True)
@@ -352,6 +377,11 @@ def list_tasks(request: pb.ListTasksRequest) -> int:
     if request.limit > MAX_LIST_TASKS:
         raise InvalidArgument(f"{request.limit} is above {MAX_LIST_TASKS}", field="limit")
     return request.limit or DEFAULT_LIST_TASKS
+
+
+def pause_submission(request: pb.PauseSubmissionRequest) -> str:
+    check_id(request.submission_id, "submission_id")
+    return request.submission_id
 
 
 def get_task(request: pb.GetTaskRequest) -> str:

@@ -2,7 +2,8 @@
 
 On a terminal it draws rich progress bars, one per submission and one per benchmark task x setting
 under it, with episodes/s and an ETA. Piped or redirected it prints one plain line per submission
-only when that submission's progress changed, so logs stay short and greppable. Rates are measured
+only when that submission's progress changed, so logs stay short and greppable. What the
+broken-setup canary found, and a pause, are printed once each as they appear. Rates are measured
 here, over a sliding window of polls, because the scheduler keeps no rate history.
 """
 
@@ -20,6 +21,7 @@ from rich.progress import BarColumn, Progress, TaskID, TextColumn
 from evalfleet.scheduler_api.client import SchedulerClient
 from evalfleet.scheduler_api.vocabulary import TASK_STATE_NAMES, success_percent
 from evalfleet.v1 import scheduler_pb2 as pb
+from scheduler import canary
 
 RATE_WINDOW_S = 60.0
 
@@ -86,6 +88,19 @@ def line(item: Progressed, rate: Rate) -> str:
     )
 
 
+def note(sub: pb.SubmissionStatus) -> str:
+    """What the canary found and whether the submission is paused; '' while there is nothing to say."""
+    parts = []
+    if sub.canary.verdict in (canary.HEALTHY, canary.BROKEN):
+        parts.append(canary.summary(sub.canary))
+    if sub.paused:
+        parts.append(
+            f"PAUSED: its pending tasks wait for `scheduler resume {sub.submission_id}` "
+            f"or `scheduler cancel {sub.submission_id}`"
+        )
+    return f"{sub.submission_id}: {'; '.join(parts)}" if parts else ""
+
+
 def watch(
     client: SchedulerClient,
     submission_id: str,
@@ -98,11 +113,15 @@ def watch(
     if live:
         return _watch_live(client, submission_id, interval_s, rates, Console(file=out))
     printed: dict[str, tuple[int, tuple[int, ...]]] = {}
+    notes: dict[str, str] = {}
     while True:
         items = poll(client, submission_id)
         now = time.monotonic()
         for item in items:
             sub = item.status
+            if (text := note(sub)) and notes.get(sub.submission_id) != text:
+                notes[sub.submission_id] = text
+                print(f"{time.strftime('%H:%M:%S')} {text}", file=out, flush=True)
             rate = rates.setdefault(sub.submission_id, Rate())
             rate.add(now, sub.episodes_completed)
             key = (sub.episodes_completed, tuple(getattr(sub.tasks, name) for name in TASK_STATE_NAMES))
@@ -130,12 +149,16 @@ def _watch_live(
         console=console,
     )
     bars: dict[str, TaskID] = {}
+    notes: dict[str, str] = {}
     with Live(Group(progress), console=console, refresh_per_second=4, transient=False):
         while True:
             items = poll(client, submission_id)
             now = time.monotonic()
             for item in items:
                 _update_bars(progress, bars, item, rates, now)
+                if (text := note(item.status)) and notes.get(item.status.submission_id) != text:
+                    notes[item.status.submission_id] = text
+                    console.print(text)
             if not any(item.active for item in items):
                 return 0
             time.sleep(interval_s)

@@ -18,11 +18,10 @@ import sqlite3
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
-import yaml
 from procs import cli, wait_until
+from run_specs import oracle_spec
 
 from scheduler import spec as spec_module
 
@@ -31,46 +30,7 @@ if importlib.util.find_spec("libero") is None and os.environ.get("EVALFLEET_REQU
 
 pytestmark = [pytest.mark.slow, pytest.mark.libero, pytest.mark.timeout(900)]
 
-CAMERA = 64
 ROBOSUITE_NAG = "No private macro file found"
-
-
-def oracle_spec(folder: Path, submission: str, output: Path) -> Path:
-    document: dict[str, Any] = {
-        "id": submission,
-        "output": str(output),
-        "checkpoint": {
-            "path": str(folder / "checkpoints" / "libero-oracle"),
-            "backend": "libero-oracle",
-            "settings": {
-                "action_dim": 7,
-                "chunk_length": 1,
-                "cameras": [{"name": "agentview", "height": CAMERA, "width": CAMERA}],
-                "state": [
-                    {"name": "robot0_eef_pos", "length": 3},
-                    {"name": "robot0_gripper_qpos", "length": 2},
-                    {"name": "target_pos", "length": 3},
-                    {"name": "goal_pos", "length": 3},
-                ],
-            },
-        },
-        "benchmark": {
-            "libero": {
-                "suites": ["libero_object"],
-                "tasks": "0-1",
-                "trials": 2,
-                "camera_size": CAMERA,
-                "wait_steps": 2,
-                "max_steps": 60,
-            }
-        },
-        "batch_size": 1,
-        "video": "all",
-        "fleet": {"workers": 2, "lease_seconds": 10},
-    }
-    path = folder / f"{submission}.yaml"
-    path.write_text(yaml.safe_dump(document))
-    return path
 
 
 def results(output: Path) -> dict[tuple[str, int], tuple[int, int, str]]:

@@ -57,10 +57,11 @@ FULL: dict[str, Any] = {
     "actions_per_chunk": 5,
     "batch_size": 2,
     "max_attempts": 4,
-    "priority": -3,
+    "priority": 30,
     "order": "given",
     "video": "all",
     "labels": {"run": "ablation-7", "who": "lab"},
+    "canary": {"tasks": 6, "pause": True},
     "fleet": {
         "workers": 3,
         "gpus": ["GPU-aaaa", "GPU-bbbb"],
@@ -103,7 +104,7 @@ def test_every_key_is_read_with_its_value() -> None:
     expected = json.loads(json.dumps(FULL))
     expected["benchmark"]["libero"]["tasks"] = "0,3,5"  # a list of ids is the builder's "0,3,5"
     expected["fleet"]["lease_seconds"] = 45.0
-    for section in ("checkpoint", "fleet"):
+    for section in ("checkpoint", "fleet", "canary"):
         for key, value in expected[section].items():
             assert read[section][key] == value, (section, key)
     assert read["benchmark"]["libero"] == expected["benchmark"]["libero"]
@@ -118,6 +119,8 @@ def test_defaults_fill_the_canonical_form_and_it_is_stable() -> None:
     assert canonical["batch_size"] == 5 and canonical["max_attempts"] == 3 and canonical["video"] == "failures"
     assert canonical["fleet"]["workers"] is None and canonical["actions_per_chunk"] is None
     assert canonical["benchmark"]["libero"]["protocol"] == "evalfleet"
+    assert canonical["canary"] == {"tasks": 4, "pause": False}
+    assert spec.canary_settings(parse(changed("canary", {"tasks": 0}))) is None
     # Key order and layout in the file do not matter; content does.
     reordered = yaml.safe_dump(dict(reversed(list(MINIMAL.items()))), default_flow_style=True)
     assert spec.canonical_json(spec.parse(reordered)) == spec.canonical_json(minimal)
@@ -161,9 +164,14 @@ def test_auto_is_the_unset_sizing() -> None:
         ("batch_size", 0, "batch_size", "greater than or equal to 1"),
         ("max_attempts", 1.5, "max_attempts", "valid integer"),
         ("priority", "high", "priority", "valid integer"),
+        ("priority", -1, "priority", "greater than or equal to 0"),
+        ("batch_size", 100_001, "batch_size", "less than or equal to 100000"),
         ("order", "shortest-first", "order", "'longest-first' or 'given'"),
         ("video", "some", "video", "'none', 'failures' or 'all'"),
         ("labels", {"n": 1}, "labels.n", "valid string, got 1"),
+        ("canary.tasks", -1, "canary.tasks", "greater than or equal to 0"),
+        ("canary.pause", "yes", "canary.pause", "valid boolean"),
+        ("canary.episodes", 3, "canary.episodes", "unknown key 'episodes' (expected one of: tasks, pause)"),
         ("fleet.workers", 0, "fleet.workers", "greater than or equal to 1"),
         ("fleet.workers", "many", "fleet.workers", "valid integer, got 'many'"),
         ("fleet.gpus", "GPU-1", "fleet.gpus", "valid list"),

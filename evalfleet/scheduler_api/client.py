@@ -125,12 +125,14 @@ class SchedulerClient:
         labels: Mapping[str, Any] | None = None,
         execute_steps: int | None = None,
         spec_json: str = "",
+        canary: pb.CanarySettings | None = None,
     ) -> pb.SubmitResponse:
         """Uploads the manifests (by value) or refers to stored ones (by hash), then submits.
 
         ``execute_steps`` overrides the actions per chunk the checkpoint declares (0: the whole
         chunk); None leaves it to the checkpoint. ``spec_json`` is the evaluation spec the
-        submission came from (scheduler.spec's canonical form), kept with it."""
+        submission came from (scheduler.spec's canonical form), kept with it; ``canary`` the
+        broken-setup canary's settings (None: no canary)."""
         hashes = [self.put_manifest(m) if isinstance(m, Manifest) else m for m in manifests]
         request = pb.SubmitRequest(
             submission_id=submission_id or new_submission_id(),
@@ -143,6 +145,7 @@ class SchedulerClient:
             labels_json=json.dumps(dict(labels or {})),
             execute_steps=execute_steps,
             spec_json=spec_json,
+            canary=canary,
         )
         response: pb.SubmitResponse = self._call("Submit", request)
         return response
@@ -322,6 +325,14 @@ class SchedulerClient:
         return response
 
     # Reads and operations ---------------------------------------------------------------------
+
+    def pause(self, submission_id: str, paused: bool = True) -> bool:
+        """Holds a submission's pending tasks back from claims (``paused``) or lets them go again;
+        True if that changed anything."""
+        response: pb.PauseSubmissionResponse = self._call(
+            "PauseSubmission", pb.PauseSubmissionRequest(submission_id=submission_id, paused=paused)
+        )
+        return response.changed
 
     def status(self, submission_id: str = "") -> pb.GetStatusResponse:
         response: pb.GetStatusResponse = self._call("GetStatus", pb.GetStatusRequest(submission_id=submission_id))

@@ -37,3 +37,7 @@ MAX_EXECUTE_STEPS = 100_000
 # Tasks one ListTasks (or the dashboard's task table) returns: by default, and at most.
 DEFAULT_LIST_TASKS = 1_000
 MAX_LIST_TASKS = 100_000
+# Cameras an episode's health names (EpisodeHealth.frozen_cameras).
+MAX_CAMERAS = 64
+# Tasks a submission's broken-setup canary takes (CanarySettings.tasks).
+MAX_CANARY_TASKS = 1_000

@@ -95,7 +95,7 @@ class GetManifestResponse(_message.Message):
     def __init__(self, hash: _Optional[str] = ..., body: _Optional[bytes] = ...) -> None: ...
 
 class SubmitRequest(_message.Message):
-    __slots__ = ("submission_id", "manifest_hashes", "route", "batch_size", "max_attempts", "priority", "checkpoint", "labels_json", "execute_steps", "spec_json")
+    __slots__ = ("submission_id", "manifest_hashes", "route", "batch_size", "max_attempts", "priority", "checkpoint", "labels_json", "execute_steps", "spec_json", "canary")
     SUBMISSION_ID_FIELD_NUMBER: _ClassVar[int]
     MANIFEST_HASHES_FIELD_NUMBER: _ClassVar[int]
     ROUTE_FIELD_NUMBER: _ClassVar[int]
@@ -106,6 +106,7 @@ class SubmitRequest(_message.Message):
     LABELS_JSON_FIELD_NUMBER: _ClassVar[int]
     EXECUTE_STEPS_FIELD_NUMBER: _ClassVar[int]
     SPEC_JSON_FIELD_NUMBER: _ClassVar[int]
+    CANARY_FIELD_NUMBER: _ClassVar[int]
     submission_id: str
     manifest_hashes: _containers.RepeatedScalarFieldContainer[str]
     route: str
@@ -116,7 +117,8 @@ class SubmitRequest(_message.Message):
     labels_json: str
     execute_steps: int
     spec_json: str
-    def __init__(self, submission_id: _Optional[str] = ..., manifest_hashes: _Optional[_Iterable[str]] = ..., route: _Optional[str] = ..., batch_size: _Optional[int] = ..., max_attempts: _Optional[int] = ..., priority: _Optional[int] = ..., checkpoint: _Optional[str] = ..., labels_json: _Optional[str] = ..., execute_steps: _Optional[int] = ..., spec_json: _Optional[str] = ...) -> None: ...
+    canary: CanarySettings
+    def __init__(self, submission_id: _Optional[str] = ..., manifest_hashes: _Optional[_Iterable[str]] = ..., route: _Optional[str] = ..., batch_size: _Optional[int] = ..., max_attempts: _Optional[int] = ..., priority: _Optional[int] = ..., checkpoint: _Optional[str] = ..., labels_json: _Optional[str] = ..., execute_steps: _Optional[int] = ..., spec_json: _Optional[str] = ..., canary: _Optional[_Union[CanarySettings, _Mapping]] = ...) -> None: ...
 
 class SubmitResponse(_message.Message):
     __slots__ = ("submission_id", "tasks_created", "tasks_total", "episodes_total")
@@ -223,7 +225,7 @@ class HeartbeatResponse(_message.Message):
     def __init__(self, deadline: _Optional[float] = ..., cancelled: _Optional[bool] = ...) -> None: ...
 
 class EpisodeResult(_message.Message):
-    __slots__ = ("episode_index", "success", "steps", "wall_seconds", "trace_digest", "info_json", "execute_steps", "remote")
+    __slots__ = ("episode_index", "success", "steps", "wall_seconds", "trace_digest", "info_json", "execute_steps", "remote", "health")
     EPISODE_INDEX_FIELD_NUMBER: _ClassVar[int]
     SUCCESS_FIELD_NUMBER: _ClassVar[int]
     STEPS_FIELD_NUMBER: _ClassVar[int]
@@ -232,6 +234,7 @@ class EpisodeResult(_message.Message):
     INFO_JSON_FIELD_NUMBER: _ClassVar[int]
     EXECUTE_STEPS_FIELD_NUMBER: _ClassVar[int]
     REMOTE_FIELD_NUMBER: _ClassVar[int]
+    HEALTH_FIELD_NUMBER: _ClassVar[int]
     episode_index: int
     success: bool
     steps: int
@@ -240,7 +243,24 @@ class EpisodeResult(_message.Message):
     info_json: str
     execute_steps: int
     remote: RemotePolicy
-    def __init__(self, episode_index: _Optional[int] = ..., success: _Optional[bool] = ..., steps: _Optional[int] = ..., wall_seconds: _Optional[float] = ..., trace_digest: _Optional[str] = ..., info_json: _Optional[str] = ..., execute_steps: _Optional[int] = ..., remote: _Optional[_Union[RemotePolicy, _Mapping]] = ...) -> None: ...
+    health: EpisodeHealth
+    def __init__(self, episode_index: _Optional[int] = ..., success: _Optional[bool] = ..., steps: _Optional[int] = ..., wall_seconds: _Optional[float] = ..., trace_digest: _Optional[str] = ..., info_json: _Optional[str] = ..., execute_steps: _Optional[int] = ..., remote: _Optional[_Union[RemotePolicy, _Mapping]] = ..., health: _Optional[_Union[EpisodeHealth, _Mapping]] = ...) -> None: ...
+
+class EpisodeHealth(_message.Message):
+    __slots__ = ("max_steps", "action_std_max", "action_saturated_fraction", "state_range_max", "frozen_cameras", "actions_executed")
+    MAX_STEPS_FIELD_NUMBER: _ClassVar[int]
+    ACTION_STD_MAX_FIELD_NUMBER: _ClassVar[int]
+    ACTION_SATURATED_FRACTION_FIELD_NUMBER: _ClassVar[int]
+    STATE_RANGE_MAX_FIELD_NUMBER: _ClassVar[int]
+    FROZEN_CAMERAS_FIELD_NUMBER: _ClassVar[int]
+    ACTIONS_EXECUTED_FIELD_NUMBER: _ClassVar[int]
+    max_steps: int
+    action_std_max: float
+    action_saturated_fraction: float
+    state_range_max: float
+    frozen_cameras: _containers.RepeatedScalarFieldContainer[str]
+    actions_executed: int
+    def __init__(self, max_steps: _Optional[int] = ..., action_std_max: _Optional[float] = ..., action_saturated_fraction: _Optional[float] = ..., state_range_max: _Optional[float] = ..., frozen_cameras: _Optional[_Iterable[str]] = ..., actions_executed: _Optional[int] = ...) -> None: ...
 
 class RemotePolicy(_message.Message):
     __slots__ = ("dialect", "url", "handshake_sha256", "sealed")
@@ -333,7 +353,7 @@ class StateCounts(_message.Message):
     def __init__(self, pending: _Optional[int] = ..., leased: _Optional[int] = ..., succeeded: _Optional[int] = ..., failed: _Optional[int] = ..., cancelled: _Optional[int] = ..., total: _Optional[int] = ...) -> None: ...
 
 class SubmissionStatus(_message.Message):
-    __slots__ = ("submission_id", "route", "priority", "checkpoint", "created_at", "tasks", "episodes_planned", "episodes_completed", "episodes_succeeded", "spec_json")
+    __slots__ = ("submission_id", "route", "priority", "checkpoint", "created_at", "tasks", "episodes_planned", "episodes_completed", "episodes_succeeded", "spec_json", "canary", "paused")
     SUBMISSION_ID_FIELD_NUMBER: _ClassVar[int]
     ROUTE_FIELD_NUMBER: _ClassVar[int]
     PRIORITY_FIELD_NUMBER: _ClassVar[int]
@@ -344,6 +364,8 @@ class SubmissionStatus(_message.Message):
     EPISODES_COMPLETED_FIELD_NUMBER: _ClassVar[int]
     EPISODES_SUCCEEDED_FIELD_NUMBER: _ClassVar[int]
     SPEC_JSON_FIELD_NUMBER: _ClassVar[int]
+    CANARY_FIELD_NUMBER: _ClassVar[int]
+    PAUSED_FIELD_NUMBER: _ClassVar[int]
     submission_id: str
     route: str
     priority: int
@@ -354,7 +376,51 @@ class SubmissionStatus(_message.Message):
     episodes_completed: int
     episodes_succeeded: int
     spec_json: str
-    def __init__(self, submission_id: _Optional[str] = ..., route: _Optional[str] = ..., priority: _Optional[int] = ..., checkpoint: _Optional[str] = ..., created_at: _Optional[float] = ..., tasks: _Optional[_Union[StateCounts, _Mapping]] = ..., episodes_planned: _Optional[int] = ..., episodes_completed: _Optional[int] = ..., episodes_succeeded: _Optional[int] = ..., spec_json: _Optional[str] = ...) -> None: ...
+    canary: Canary
+    paused: bool
+    def __init__(self, submission_id: _Optional[str] = ..., route: _Optional[str] = ..., priority: _Optional[int] = ..., checkpoint: _Optional[str] = ..., created_at: _Optional[float] = ..., tasks: _Optional[_Union[StateCounts, _Mapping]] = ..., episodes_planned: _Optional[int] = ..., episodes_completed: _Optional[int] = ..., episodes_succeeded: _Optional[int] = ..., spec_json: _Optional[str] = ..., canary: _Optional[_Union[Canary, _Mapping]] = ..., paused: _Optional[bool] = ...) -> None: ...
+
+class CanarySettings(_message.Message):
+    __slots__ = ("tasks", "pause")
+    TASKS_FIELD_NUMBER: _ClassVar[int]
+    PAUSE_FIELD_NUMBER: _ClassVar[int]
+    tasks: int
+    pause: bool
+    def __init__(self, tasks: _Optional[int] = ..., pause: _Optional[bool] = ...) -> None: ...
+
+class Canary(_message.Message):
+    __slots__ = ("settings", "verdict", "findings", "episodes")
+    SETTINGS_FIELD_NUMBER: _ClassVar[int]
+    VERDICT_FIELD_NUMBER: _ClassVar[int]
+    FINDINGS_FIELD_NUMBER: _ClassVar[int]
+    EPISODES_FIELD_NUMBER: _ClassVar[int]
+    settings: CanarySettings
+    verdict: str
+    findings: _containers.RepeatedCompositeFieldContainer[CanaryFinding]
+    episodes: int
+    def __init__(self, settings: _Optional[_Union[CanarySettings, _Mapping]] = ..., verdict: _Optional[str] = ..., findings: _Optional[_Iterable[_Union[CanaryFinding, _Mapping]]] = ..., episodes: _Optional[int] = ...) -> None: ...
+
+class CanaryFinding(_message.Message):
+    __slots__ = ("signature", "evidence")
+    SIGNATURE_FIELD_NUMBER: _ClassVar[int]
+    EVIDENCE_FIELD_NUMBER: _ClassVar[int]
+    signature: str
+    evidence: str
+    def __init__(self, signature: _Optional[str] = ..., evidence: _Optional[str] = ...) -> None: ...
+
+class PauseSubmissionRequest(_message.Message):
+    __slots__ = ("submission_id", "paused")
+    SUBMISSION_ID_FIELD_NUMBER: _ClassVar[int]
+    PAUSED_FIELD_NUMBER: _ClassVar[int]
+    submission_id: str
+    paused: bool
+    def __init__(self, submission_id: _Optional[str] = ..., paused: _Optional[bool] = ...) -> None: ...
+
+class PauseSubmissionResponse(_message.Message):
+    __slots__ = ("changed",)
+    CHANGED_FIELD_NUMBER: _ClassVar[int]
+    changed: bool
+    def __init__(self, changed: _Optional[bool] = ...) -> None: ...
 
 class GetStatusRequest(_message.Message):
     __slots__ = ("submission_id",)

@@ -124,6 +124,11 @@ class SchedulerStub:
                 request_serializer=evalfleet_dot_v1_dot_scheduler__pb2.SetPriorityRequest.SerializeToString,
                 response_deserializer=evalfleet_dot_v1_dot_scheduler__pb2.ChangeResponse.FromString,
                 _registered_method=True)
+        self.PauseSubmission = channel.unary_unary(
+                '/evalfleet.v1.Scheduler/PauseSubmission',
+                request_serializer=evalfleet_dot_v1_dot_scheduler__pb2.PauseSubmissionRequest.SerializeToString,
+                response_deserializer=evalfleet_dot_v1_dot_scheduler__pb2.PauseSubmissionResponse.FromString,
+                _registered_method=True)
         self.UploadArtifact = channel.stream_unary(
                 '/evalfleet.v1.Scheduler/UploadArtifact',
                 request_serializer=evalfleet_dot_v1_dot_scheduler__pb2.UploadArtifactRequest.SerializeToString,
@@ -259,6 +264,14 @@ class SchedulerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def PauseSubmission(self, request, context):
+        """Holds a submission's pending tasks back from claims (leased ones run on), or lets them go
+        again; a broken-setup canary pauses a submission whose CanarySettings ask for it.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def UploadArtifact(self, request_iterator, context):
         """Episode artifacts (videos, ...): files an episode produced, stored by the sha256 of their bytes
         beside the database. The upload is fenced like every other write about a task: the first
@@ -374,6 +387,11 @@ def add_SchedulerServicer_to_server(servicer, server):
                     servicer.SetPriority,
                     request_deserializer=evalfleet_dot_v1_dot_scheduler__pb2.SetPriorityRequest.FromString,
                     response_serializer=evalfleet_dot_v1_dot_scheduler__pb2.ChangeResponse.SerializeToString,
+            ),
+            'PauseSubmission': grpc.unary_unary_rpc_method_handler(
+                    servicer.PauseSubmission,
+                    request_deserializer=evalfleet_dot_v1_dot_scheduler__pb2.PauseSubmissionRequest.FromString,
+                    response_serializer=evalfleet_dot_v1_dot_scheduler__pb2.PauseSubmissionResponse.SerializeToString,
             ),
             'UploadArtifact': grpc.stream_unary_rpc_method_handler(
                     servicer.UploadArtifact,
@@ -877,6 +895,33 @@ class Scheduler:
             '/evalfleet.v1.Scheduler/SetPriority',
             evalfleet_dot_v1_dot_scheduler__pb2.SetPriorityRequest.SerializeToString,
             evalfleet_dot_v1_dot_scheduler__pb2.ChangeResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PauseSubmission(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/evalfleet.v1.Scheduler/PauseSubmission',
+            evalfleet_dot_v1_dot_scheduler__pb2.PauseSubmissionRequest.SerializeToString,
+            evalfleet_dot_v1_dot_scheduler__pb2.PauseSubmissionResponse.FromString,
             options,
             channel_credentials,
             insecure,

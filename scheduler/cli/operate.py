@@ -25,6 +25,7 @@ from evalfleet.v1 import scheduler_pb2 as pb
 from manifests import format as manifest_format
 from manifests.expected import longest_first
 from scheduler.cli.common import UsageError, add_client_command, connect, console, print_json
+from scheduler.watch import note
 from scheduler.wire_json import counts_dict, message_dict
 
 if TYPE_CHECKING:
@@ -98,6 +99,12 @@ def add_task_commands(commands: Subcommands) -> None:
     _selector_arguments(cancel)
     requeue = add_client_command(commands, "requeue", cmd_requeue, "requeue failed or cancelled tasks")
     _selector_arguments(requeue)
+    for name, func, help_text in (
+        ("pause", cmd_pause, "hold a submission's pending tasks back from claims (leased ones run on)"),
+        ("resume", cmd_resume, "let a paused submission's tasks be claimed again (after a canary's pause, too)"),
+    ):
+        sub = add_client_command(commands, name, func, help_text)
+        sub.add_argument("submission")
     priority = add_client_command(commands, "priority", cmd_priority, "change the priority of tasks")
     priority.add_argument("priority", type=int)
     _selector_arguments(priority)
@@ -202,6 +209,7 @@ def _submit_spec(args: argparse.Namespace) -> int:
             labels=labels,
             execute_steps=document.actions_per_chunk,
             spec_json=spec.canonical_json(document),
+            canary=spec.canary_settings(document),
         )
     _print_submitted(args, response)
     return 0
@@ -282,6 +290,9 @@ def cmd_status(args: argparse.Namespace) -> int:
             workers = ", ".join(demand.workers) or "no connected worker: these tasks wait"
             needed.add_row(demand.stack, str(demand.pending_tasks), workers)
         console().print(needed)
+    for sub in response.submissions:
+        if text := note(sub):
+            print(text)
     if args.submission:
         for sub in response.submissions:
             if sub.spec_json:
@@ -426,6 +437,25 @@ def cmd_cancel(args: argparse.Namespace) -> int:
 
 def cmd_requeue(args: argparse.Namespace) -> int:
     return _change(args, "requeued", lambda client, sel: client.requeue(sel))
+
+
+def cmd_pause(args: argparse.Namespace) -> int:
+    return _pause(args, paused=True)
+
+
+def cmd_resume(args: argparse.Namespace) -> int:
+    return _pause(args, paused=False)
+
+
+def _pause(args: argparse.Namespace, paused: bool) -> int:
+    with connect(args) as client:
+        changed = client.pause(args.submission, paused)
+    if args.json:
+        print_json({"submission_id": args.submission, "paused": paused, "changed": changed})
+    else:
+        state = "paused" if paused else "resumed"
+        print(f"{args.submission}: {state}" if changed else f"{args.submission}: already {state}")
+    return 0
 
 
 def cmd_priority(args: argparse.Namespace) -> int:

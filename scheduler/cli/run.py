@@ -159,6 +159,7 @@ def _evaluate(
                 labels=spec_doc.labels,
                 execute_steps=spec_doc.actions_per_chunk,
                 spec_json=spec.canonical_json(spec_doc),
+                canary=spec.canary_settings(spec_doc),
             )
             resumed = submission.tasks_total - submission.tasks_created
             _say(
@@ -166,6 +167,7 @@ def _evaluate(
                 + (f" ({resumed} submitted before: resuming)" if resumed else "")
                 + f" on {len(plan.workers)} workers; logs in {plan.output / 'logs'}"
             )
+            _say(f"scheduler at {scheduler.address} (`scheduler --server {scheduler.address} status {spec_doc.id}`)")
             _follow(client, spec_doc.id, args.timeout, started)
             return _write_results(plan, client, identity.identity)
 

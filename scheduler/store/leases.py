@@ -131,10 +131,11 @@ def claim(
     and no simulator stack or one in ``stacks`` (exactly: a task is never handed to a worker whose
     adapter would refuse its manifest's versions, so it waits, pending, for one that would not).
 
-    The best is the highest priority, then the oldest. None when no task is pending there; either
-    way the worker counts as seen. The lease's ``episodes`` are only the task's episodes without a
-    stored result, so a retried task resumes; its ``execute_steps`` is the submission's override of
-    the actions executed per chunk, unset when the checkpoint's applies.
+    The best is the highest priority, then the oldest, of the submissions not paused. None when no
+    task is pending there; either way the worker counts as seen. The lease's ``episodes`` are only
+    the task's episodes without a stored result, so a retried task resumes; its ``execute_steps``
+    is the submission's override of the actions executed per chunk, unset when the checkpoint's
+    applies.
     """
     best: sqlite3.Row | None = None
     for route in dict.fromkeys(routes):
@@ -142,7 +143,8 @@ def claim(
             for stack in dict.fromkeys(["", *stacks]):
                 row = conn.execute(
                     "SELECT seq, priority FROM tasks WHERE state = 'pending' AND route = ? AND checkpoint = ?"
-                    " AND stack = ? ORDER BY priority DESC, seq LIMIT 1",
+                    " AND stack = ? AND NOT EXISTS (SELECT 1 FROM submissions s WHERE s.id = tasks.submission_id"
+                    " AND s.paused = 1) ORDER BY priority DESC, seq LIMIT 1",
                     (route, checkpoint, stack),
                 ).fetchone()
                 if row is not None and (
@@ -270,8 +272,8 @@ def report_episode(
     cursor = conn.execute(
         "INSERT OR IGNORE INTO episode_results (task_id, episode_index, submission_id, manifest_hash,"
         " fencing_token, worker_id, success, steps, wall_seconds, trace_digest, info, reported_at,"
-        " execute_steps, remote)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        " execute_steps, remote, health)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             task_id,
             index,
@@ -287,9 +289,15 @@ def report_episode(
             now,
             result.execute_steps if result.HasField("execute_steps") else None,
             remote_json(result.remote) if result.HasField("remote") else "",
+            health_json(result.health) if result.HasField("health") else "",
         ),
     )
     return cursor.rowcount == 0
+
+
+def health_json(health: pb.EpisodeHealth) -> str:
+    """How a result's episode health is stored (read back by the canary)."""
+    return json.dumps(json_format.MessageToDict(health, preserving_proto_field_name=True), sort_keys=True)
 
 
 def remote_json(remote: pb.RemotePolicy) -> str:

@@ -18,6 +18,7 @@ from evalfleet.v1 import scheduler_pb2 as pb
 from manifests import format as manifest_format
 from manifests import stacks
 from manifests.partition import minibatches
+from scheduler.store import canary as store_canary
 from scheduler.store import leases
 from scheduler.store.queries import selection
 
@@ -106,15 +107,18 @@ def submit(
     labels: str,
     now: float,
     spec: str = "",
+    canary: pb.CanarySettings | None = None,
 ) -> Submitted:
     """Creates the submission's tasks that do not exist yet, pending.
 
     The same id with the same definition is the same submission (a retried submit creates
     nothing); with another definition it is refused (``Conflict`` naming the first field that
     differs). Every manifest must have been stored first (``NotFound``). ``spec`` (the evaluation
-    spec it came from, canonical JSON) is kept as first submitted.
+    spec it came from, canonical JSON) is kept as first submitted, as is ``canary``: its tasks (the
+    first of each of up to ``canary.tasks`` manifests, spread over them) are inserted first, so they
+    are claimed before the submission's other tasks of the same priority.
     """
-    row = conn.execute("SELECT definition FROM submissions WHERE id = ?", (submission_id,)).fetchone()
+    row = conn.execute("SELECT definition, canary FROM submissions WHERE id = ?", (submission_id,)).fetchone()
     if row is not None:
         differs = definition.differences(row["definition"])
         if differs:
@@ -133,8 +137,8 @@ def submit(
     if row is None:
         conn.execute(
             "INSERT INTO submissions"
-            " (id, definition, route, checkpoint, priority, labels, created_at, execute_steps, spec)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " (id, definition, route, checkpoint, priority, labels, created_at, execute_steps, spec, canary)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 submission_id,
                 definition.to_json(),
@@ -145,13 +149,20 @@ def submit(
                 now,
                 definition.execute_steps,
                 spec,
+                store_canary.initial(canary),
             ),
         )
     rows: list[tuple[str | int | float | None, ...]] = []
-    for manifest_hash, episodes, stack in zip(definition.manifest_hashes, counts, stack_of, strict=True):
-        for start, end in minibatches(episodes, definition.batch_size):
-            index = len(rows)
-            rows.append(
+    canary_rows: list[tuple[str | int | float | None, ...]] = []
+    stored_canary = store_canary.read(row["canary"] if row is not None else store_canary.initial(canary))
+    canary_manifests = spread(len(definition.manifest_hashes), stored_canary.settings.tasks)
+    for position, (manifest_hash, episodes, stack) in enumerate(
+        zip(definition.manifest_hashes, counts, stack_of, strict=True)
+    ):
+        for first, (start, end) in enumerate(minibatches(episodes, definition.batch_size)):
+            index = len(rows) + len(canary_rows)
+            in_canary = first == 0 and position in canary_manifests
+            (canary_rows if in_canary else rows).append(
                 (
                     task_id_for(submission_id, index),
                     submission_id,
@@ -166,16 +177,37 @@ def submit(
                     now,
                     definition.execute_steps,
                     stack,
+                    int(in_canary),
                 )
             )
     before = conn.total_changes
+    # The canary's tasks first: a lower seq is claimed first among equal priorities.
     conn.executemany(
         "INSERT OR IGNORE INTO tasks (id, submission_id, idx, manifest_hash, episode_start, episode_end,"
-        " route, checkpoint, priority, state, max_attempts, updated_at, execute_steps, stack)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?)",
-        rows,
+        " route, checkpoint, priority, state, max_attempts, updated_at, execute_steps, stack, canary)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?)",
+        [*canary_rows, *rows],
     )
-    return Submitted(conn.total_changes - before, len(rows), sum(counts))
+    return Submitted(conn.total_changes - before, len(rows) + len(canary_rows), sum(counts))
+
+
+def spread(manifests: int, wanted: int) -> set[int]:
+    """``wanted`` manifest positions out of ``manifests``, evenly spaced from the first."""
+    count = min(manifests, wanted)
+    return {position * manifests // count for position in range(count)} if count else set()
+
+
+def set_paused(conn: sqlite3.Connection, submission_id: str, paused: bool) -> bool:
+    """Pauses (its pending tasks are not claimed) or resumes a submission; True if that changed."""
+    cursor = conn.execute(
+        "UPDATE submissions SET paused = ? WHERE id = ? AND paused != ?", (int(paused), submission_id, int(paused))
+    )
+    if (
+        cursor.rowcount == 0
+        and conn.execute("SELECT 1 FROM submissions WHERE id = ?", (submission_id,)).fetchone() is None
+    ):
+        raise NotFound(f"no submission {submission_id!r}", field="submission_id")
+    return cursor.rowcount == 1
 
 
 def task_id_for(submission_id: str, index: int) -> str:

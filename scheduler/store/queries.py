@@ -20,6 +20,7 @@ from evalfleet.scheduler_api.errors import InvalidArgument, NotFound
 from evalfleet.scheduler_api.vocabulary import TASK_STATE_NAMES_BY_ENUM, TASK_STATES
 from evalfleet.v1 import scheduler_pb2 as pb
 from scheduler.store import artifacts
+from scheduler.store import canary as store_canary
 
 
 def selection(conn: sqlite3.Connection, selector: pb.TaskSelector, *, require: bool) -> tuple[str, list[Any]]:
@@ -118,6 +119,8 @@ def status(
                 episodes_completed=done[0],
                 episodes_succeeded=done[1],
                 spec_json=sub["spec"],
+                canary=store_canary.read(sub["canary"]),
+                paused=bool(sub["paused"]),
             )
         )
     response.tasks.CopyFrom(_state_counts(overall))

@@ -16,8 +16,11 @@ attempt that was scored shows its files. ``collected_at`` is set when ``gc`` fre
 Simulator stacks (version 5): a manifest's ``stack`` is the id ``manifests.stacks`` derives from
 its recorded versions ('' when its benchmark pins none), copied to its tasks at submit; a task is
 claimed only by a worker that runs that stack, so the claim index leads with it. A worker's
-``stacks`` are the ids it registered (JSON list). Specs (version 6): a submission's ``spec`` is the
-evaluation spec it came from (``scheduler.spec``'s canonical JSON; '' when none).
+``stacks`` are the ids it registered (JSON list). Specs and canaries (version 6): a submission's
+``spec`` is the evaluation spec it came from (``scheduler.spec``'s canonical JSON; '' when none), its
+``canary`` the broken-setup canary's settings and verdict (a ``Canary`` as JSON; '' when none), and
+``paused`` holds its pending tasks back from claims; a task's ``canary`` marks the canary's tasks,
+and a result's ``health`` is its ``EpisodeHealth`` as JSON ('' when not recorded).
 
 A connection runs in WAL mode, so readers never wait for the writer; the one writer connection
 belongs to ``scheduler.writer``.
@@ -82,7 +85,9 @@ CREATE TABLE IF NOT EXISTS submissions (
     labels TEXT NOT NULL,
     created_at REAL NOT NULL,
     execute_steps INTEGER,
-    spec TEXT NOT NULL DEFAULT ''
+    spec TEXT NOT NULL DEFAULT '',
+    canary TEXT NOT NULL DEFAULT '',
+    paused INTEGER NOT NULL DEFAULT 0
 );
 CREATE TABLE IF NOT EXISTS tasks (
     seq INTEGER PRIMARY KEY,
@@ -106,7 +111,8 @@ CREATE TABLE IF NOT EXISTS tasks (
     result TEXT NOT NULL DEFAULT '',
     updated_at REAL NOT NULL,
     execute_steps INTEGER,
-    stack TEXT NOT NULL DEFAULT ''
+    stack TEXT NOT NULL DEFAULT '',
+    canary INTEGER NOT NULL DEFAULT 0
 );
 -- The claim order (priority DESC, seq) within one route, checkpoint and stack, over pending rows
 -- only: a claim is one index seek per combination however large the backlog.
@@ -141,6 +147,7 @@ CREATE TABLE IF NOT EXISTS episode_results (
     reported_at REAL NOT NULL,
     execute_steps INTEGER,
     remote TEXT NOT NULL DEFAULT '',
+    health TEXT NOT NULL DEFAULT '',
     PRIMARY KEY (task_id, episode_index)
 );
 CREATE INDEX IF NOT EXISTS results_submission ON episode_results (submission_id, manifest_hash);
@@ -392,13 +399,21 @@ def _upgrade_from_4(conn: sqlite3.Connection) -> None:
     conn.execute("DROP INDEX IF EXISTS tasks_claim")
 
 
-# The column version 6 added, as ALTER TABLE adds it ('': the submission came from no spec).
-VERSION_6_COLUMNS = (("submissions", "spec", "TEXT NOT NULL DEFAULT ''"),)
+# The columns version 6 added, as ALTER TABLE adds them ('' and 0: no spec, no canary, not paused,
+# no health recorded).
+VERSION_6_COLUMNS = (
+    ("submissions", "spec", "TEXT NOT NULL DEFAULT ''"),
+    ("submissions", "canary", "TEXT NOT NULL DEFAULT ''"),
+    ("submissions", "paused", "INTEGER NOT NULL DEFAULT 0"),
+    ("tasks", "canary", "INTEGER NOT NULL DEFAULT 0"),
+    ("episode_results", "health", "TEXT NOT NULL DEFAULT ''"),
+)
 
 
 def _upgrade_from_5(conn: sqlite3.Connection) -> None:
-    """Version 6 keeps the evaluation spec a submission came from. Version 5 had no specs, so its
-    submissions keep none."""
+    """Version 6 keeps the evaluation spec a submission came from, its broken-setup canary and
+    whether it is paused, and each result's episode health. Version 5 had none of them, so its
+    submissions keep no spec and no canary and run unpaused, and its results record no health."""
     for table, column, kind in VERSION_6_COLUMNS:
         if column not in {row["name"] for row in conn.execute(f"PRAGMA table_info({table})")}:
             conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
