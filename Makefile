@@ -63,6 +63,10 @@ lerobot-libero: $(LEROBOT_LIBERO_STAMP)
 /usr/bin/chromium:
 	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
 
+# tests/test_slurm.py runs scripts/slurm/ on a real one-node SLURM it starts: Debian's slurm-wlm and munge.
+/usr/sbin/slurmctld:
+	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slurm-wlm munge >/dev/null
+
 # A real libero_object evaluation with the scripted oracle on a local fleet (runs/demo/RESULTS.json):
 # one spec, run by `scheduler run`; --fresh, so that every `make demo` evaluates again.
 demo: $(INSTALL_STAMP)
@@ -77,13 +81,13 @@ iproute2:
 # run, not skip.
 # TEST_JOBS pytest processes (xdist), each taking whole test files; 1 runs the suite in one.
 TEST_JOBS ?= 2
-test: $(INSTALL_STAMP) $(LEROBOT_STAMP) $(STACK_STAMPS) /usr/bin/chromium iproute2
-	EVALFLEET_REQUIRE_LIBERO=1 EVALFLEET_REQUIRE_STACKS=1 EVALFLEET_LEROBOT_PYTHON=$(LEROBOT_PY) $(PY) -m pytest -n $(TEST_JOBS) --dist loadfile --durations=30
+test: $(INSTALL_STAMP) $(LEROBOT_STAMP) $(STACK_STAMPS) /usr/bin/chromium /usr/sbin/slurmctld iproute2
+	EVALFLEET_REQUIRE_LIBERO=1 EVALFLEET_REQUIRE_STACKS=1 EVALFLEET_REQUIRE_SLURM=1 EVALFLEET_LEROBOT_PYTHON=$(LEROBOT_PY) $(PY) -m pytest -n $(TEST_JOBS) --dist loadfile --durations=30
 
-# The core in a few minutes: everything but the tests that need LIBERO, chromium or network namespaces
+# The core in a few minutes: everything but the tests that need LIBERO, chromium, network namespaces or SLURM
 # (pytest markers in pyproject.toml). CI runs `make test`; this is for iterating.
 test-fast: $(INSTALL_STAMP)
-	$(PY) -m pytest -m "not libero and not browser and not netns"
+	$(PY) -m pytest -m "not libero and not browser and not netns and not slurm"
 
 # Lint, format, types and the layering contracts (pyproject.toml); CI runs this before the tests.
 lint: $(INSTALL_STAMP)

@@ -144,9 +144,14 @@ def _episode_process(
     token: str | None,
     policy_tls_ca: bytes | None,
 ) -> None:
-    """The child: runs jobs until told to stop; signals are the worker's to handle, not ours."""
+    """The child: runs jobs until told to stop; signals are the worker's to handle, not ours.
+
+    SIGTERM is ignored too: SLURM's scancel and requeue, and `kill -TERM -PGID`, send it to every
+    process of the job or group at once, and the worker's own shutdown (let running episodes finish
+    for --grace-seconds, then hand their tasks back) must decide what becomes of this episode. The
+    worker ends an episode process with a message, or SIGKILL."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     logging.basicConfig(level=os.environ.get("EVALFLEET_LOG_LEVEL", "WARNING"))
     adapters: dict[str, Benchmark] = {}
     try:
