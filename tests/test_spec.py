@@ -325,3 +325,30 @@ def test_connection_options_work_before_and_after_the_subcommand(scheduler: Any)
     assert "--server does not apply to `scheduler manifest`" in one_line_refusal(
         cli("--server", scheduler.address, "manifest", "show", "x.json")
     )
+
+
+def test_run_with_a_timeout_stops_everything_it_started_and_says_how_to_resume(
+    tmp_path: Path, checkpoint_root: Path
+) -> None:
+    """`scheduler run --timeout` on synthetic episodes (no simulator) that outlast it: exit 130, the
+    fleet stopped and forgotten, the submission kept for the next run; `--dashboard` prints its URL."""
+    output = tmp_path / "out"
+    document = {
+        "id": "timed",
+        "output": str(output),
+        "checkpoint": {"path": str(checkpoint_root / "syn")},
+        "benchmark": {"synthetic": {"episodes": 4, "mean_seconds": 120.0}},
+        "batch_size": 1,
+        "canary": {"tasks": 0},
+        "fleet": {"workers": 1},
+    }
+    run = cli("run", str(write_spec(tmp_path, document)), "--timeout", "15", "--dashboard", timeout=120)
+    assert run.returncode == 130, run.stderr
+    assert "dashboard at http://127.0.0.1:" in run.stderr
+    assert "interrupted; every process it started is stopped" in run.stderr
+    assert not (output / "fleet.json").exists()
+    with sqlite3.connect(output / "scheduler.sqlite") as conn:
+        (tasks,) = conn.execute("SELECT COUNT(*) FROM tasks WHERE submission_id = 'timed'").fetchone()
+    assert tasks == 4
+    bad = cli("run", str(write_spec(tmp_path, document)), "--timeout", "0")
+    assert "--timeout 0.0 must be > 0" in one_line_refusal(bad)
