@@ -316,7 +316,10 @@ def _builder_arguments(plan: Plan) -> Iterator[argparse.Namespace]:
     robotwin = benchmark.robotwin
     assert robotwin is not None
     if robotwin.subset is not None:
-        raise plan.loaded.error("benchmark.robotwin.subset", "importing a subset from a spec is accepted, untested")
+        raise plan.loaded.error(
+            "benchmark.robotwin.subset",
+            "a spec cannot import a subset yet; import it with `scheduler manifest import robotwin-subset`",
+        )
     assert robotwin.root is not None
     yield argparse.Namespace(
         robotwin_root=plan.loaded.resolve(robotwin.root),
