@@ -40,9 +40,13 @@ class HealthTracker:
     def shown(self, images: Mapping[str, npt.NDArray[Any]], state: Mapping[str, npt.NDArray[Any]]) -> None:
         self._observations += 1
         for name, image in images.items():
-            self._frames.setdefault(name, set()).add(hashlib.blake2b(np.ascontiguousarray(image).data).digest())
-            varied = float(np.asarray(image, dtype=np.float32).std()) >= UNIFORM_FRAME_STD
-            self._varied[name] = self._varied.get(name, False) or varied
+            # Once a camera has shown two frames, or one that is not of one colour, those verdicts
+            # are settled: later frames are not hashed or measured again.
+            frames = self._frames.setdefault(name, set())
+            if len(frames) < 2:
+                frames.add(hashlib.blake2b(np.ascontiguousarray(image).data).digest())
+            if not self._varied.get(name, False):
+                self._varied[name] = float(np.asarray(image, dtype=np.float32).std()) >= UNIFORM_FRAME_STD
         if state:
             values = np.concatenate([np.asarray(v, dtype=np.float64).ravel() for v in state.values()])
             if self._state_min is None or self._state_max is None or self._state_min.shape != values.shape:

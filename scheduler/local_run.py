@@ -27,7 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -37,8 +37,9 @@ from benchmarks import manifest_builder
 from benchmarks.base import BenchmarkError
 from benchmarks.synthetic.manifest import build_synthetic
 from evalfleet.scheduler_api.client import SchedulerClient, selector
+from evalfleet.v1 import scheduler_pb2 as pb
 from manifests import format as manifest_format
-from scheduler.spec import LoadedSpec, SpecError, definition_key, spec_key
+from scheduler.spec import LoadedSpec, SpecError, canary_settings, canonical_json, definition_key, spec_key
 
 # The file in the output folder that lists the processes a run started (pid and start time).
 FLEET_RECORD = "fleet.json"
@@ -346,18 +347,28 @@ def seal_checkpoint(plan: Plan) -> None:
     with tempfile.NamedTemporaryFile("w", suffix=".json", dir=plan.output, delete=False) as handle:
         json.dump(checkpoint.seal_settings, handle)
     try:
-        run = subprocess.run(
-            [checkpoint.python, "-m", "inference_server.cli", "checkpoint", "seal", str(checkpoint.folder)]
-            + ["--backend", checkpoint.seal_backend, "--settings-file", handle.name, "--reuse"],
-            capture_output=True,
-            text=True,
-            check=False,
+        _checkpoint_command(
+            plan, key, "seal", "--backend", checkpoint.seal_backend, "--settings-file", handle.name, "--reuse"
         )
     finally:
         Path(handle.name).unlink(missing_ok=True)
+
+
+def _checkpoint_command(plan: Plan, key: str, action: str, *options: str) -> str:
+    """`inference-server checkpoint ACTION FOLDER OPTIONS` on the checkpoint's interpreter (only the
+    inference server reads checkpoints); its stdout, or its one-line refusal as the spec's ``key``."""
+    checkpoint = plan.checkpoint
+    assert checkpoint.folder is not None
+    run = subprocess.run(
+        [checkpoint.python, "-m", "inference_server.cli", "checkpoint", action, str(checkpoint.folder), *options],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if run.returncode != 0:
         message = run.stderr.strip().splitlines()[-1] if run.stderr.strip() else f"exit {run.returncode}"
-        raise plan.loaded.error(key, message.removeprefix("inference-server checkpoint seal: "))
+        raise plan.loaded.error(key, message.removeprefix(f"inference-server checkpoint {action}: "))
+    return run.stdout
 
 
 def policy_argv(plan: Plan) -> list[str]:
@@ -532,16 +543,32 @@ def checkpoint_digest(plan: Plan) -> str:
     as `inference-server checkpoint show` computes it: how `submit --spec` pins the checkpoint
     without a server running."""
     checkpoint = plan.checkpoint
-    assert checkpoint.folder is not None
-    run = subprocess.run(
-        [checkpoint.python, "-m", "inference_server.cli", "checkpoint", "show", str(checkpoint.folder), "--json"]
-        + ["--device", checkpoint.device, "--dtype", checkpoint.dtype],
-        capture_output=True,
-        text=True,
-        check=False,
+    shown = _checkpoint_command(
+        plan, "checkpoint.path", "show", "--json", "--device", checkpoint.device, "--dtype", checkpoint.dtype
     )
-    if run.returncode != 0:
-        message = run.stderr.strip().splitlines()[-1] if run.stderr.strip() else f"exit {run.returncode}"
-        raise plan.loaded.error("checkpoint.path", message.removeprefix("inference-server checkpoint show: "))
-    digest: str = json.loads(run.stdout)["digest"]
+    digest: str = json.loads(shown)["digest"]
     return digest
+
+
+def submit(
+    client: SchedulerClient,
+    plan: Plan,
+    manifests: Sequence[manifest_format.Manifest],
+    checkpoint: str,
+    labels: Mapping[str, str],
+) -> pb.SubmitResponse:
+    """The spec's submission, as `scheduler run` and `scheduler submit --spec` both make it."""
+    document = plan.loaded.spec
+    return client.submit(
+        manifests,
+        document.benchmark.route,
+        batch_size=document.batch_size,
+        max_attempts=document.max_attempts,
+        priority=document.priority,
+        submission_id=document.id,
+        checkpoint=checkpoint,
+        labels=labels,
+        execute_steps=document.actions_per_chunk,
+        spec_json=canonical_json(document),
+        canary=canary_settings(document),
+    )

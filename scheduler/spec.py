@@ -330,10 +330,9 @@ def canonical_json(spec: Spec) -> str:
     return json.dumps(spec.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
 
 
-def definition_key(section: BaseModel | Mapping[str, Any]) -> str:
-    """A short stable name for a section's content (manifests are cached under it)."""
-    data = section.model_dump(mode="json") if isinstance(section, BaseModel) else dict(section)
-    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+def definition_key(definition: Mapping[str, Any]) -> str:
+    """A short stable name for a JSON definition (manifests are cached under it)."""
+    return hashlib.sha256(json.dumps(definition, sort_keys=True).encode()).hexdigest()[:16]
 
 
 # Builder option errors (BenchmarkError.field) back onto the spec's keys.

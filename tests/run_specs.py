@@ -51,6 +51,8 @@ def oracle_document(folder: Path, submission: str, output: Path, **libero: Any) 
 
 
 def write_spec(folder: Path, document: dict[str, Any]) -> Path:
+    """``document`` as ``folder/<id>.yaml`` (the folder created if need be)."""
+    folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{document['id']}.yaml"
     path.write_text(yaml.safe_dump(document))
     return path

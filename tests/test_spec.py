@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 import yaml
 from procs import cli, one_line_refusal
+from run_specs import write_spec
 
 from scheduler import spec
 
@@ -217,13 +218,6 @@ def test_robotwin_and_synthetic_sections() -> None:
 )
 def test_yaml_mistakes_are_one_line(text: str, words: str) -> None:
     assert words in str(refusal(text))
-
-
-def write_spec(folder: Path, document: dict[str, Any], name: str = "eval.yaml") -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / name
-    path.write_text(yaml.safe_dump(document))
-    return path
 
 
 def test_run_refuses_a_bad_spec_in_one_line_and_creates_nothing(tmp_path: Path) -> None:

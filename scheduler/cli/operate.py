@@ -198,19 +198,7 @@ def _submit_spec(args: argparse.Namespace) -> int:
         if args.checkpoint and args.checkpoint != checkpoint:
             raise UsageError(f"--checkpoint {args.checkpoint} but the spec's folder is {checkpoint}")
     with connect(args) as client:
-        response = client.submit(
-            manifests,
-            document.benchmark.route,
-            batch_size=document.batch_size,
-            max_attempts=document.max_attempts,
-            priority=document.priority,
-            submission_id=document.id,
-            checkpoint=checkpoint,
-            labels=labels,
-            execute_steps=document.actions_per_chunk,
-            spec_json=spec.canonical_json(document),
-            canary=spec.canary_settings(document),
-        )
+        response = local_run.submit(client, plan, manifests, checkpoint, labels)
     _print_submitted(args, response)
     return 0
 

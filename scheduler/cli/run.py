@@ -148,19 +148,7 @@ def _evaluate(
             argv = local_run.worker_argv(plan, worker, scheduler.address, policy_address)
             fleet.start(worker.worker_id, argv, ready=WORKER_LINE, spawned=recorded(worker.worker_id))
         with SchedulerClient(scheduler.address) as client:
-            submission = client.submit(
-                manifests,
-                spec_doc.benchmark.route,
-                batch_size=spec_doc.batch_size,
-                max_attempts=spec_doc.max_attempts,
-                priority=spec_doc.priority,
-                submission_id=spec_doc.id,
-                checkpoint=identity.digest,
-                labels=spec_doc.labels,
-                execute_steps=spec_doc.actions_per_chunk,
-                spec_json=spec.canonical_json(spec_doc),
-                canary=spec.canary_settings(spec_doc),
-            )
+            submission = local_run.submit(client, plan, manifests, identity.digest, spec_doc.labels)
             resumed = submission.tasks_total - submission.tasks_created
             _say(
                 f"{submission.episodes_total} episodes in {submission.tasks_total} tasks"
@@ -181,13 +169,11 @@ def _identity(address: str) -> policy_pb2.GetIdentityResponse:
 
 
 def _follow(client: SchedulerClient, submission_id: str, timeout: float | None, started: float) -> None:
-    """Progress (bars on a terminal, changed lines otherwise) until nothing is pending or leased."""
-    if timeout is None:
-        watch(client, submission_id, 2.0, sys.stdout, live=sys.stdout.isatty())
-        return
-    # With a deadline: the same watch, cut off by SIGALRM (the handler raises Interrupted).
-    signal.signal(signal.SIGALRM, _interrupt)
-    signal.setitimer(signal.ITIMER_REAL, max(0.1, timeout - (time.monotonic() - started)))
+    """Progress (bars on a terminal, changed lines otherwise) until nothing is pending or leased;
+    with a deadline, cut off by SIGALRM (its handler raises Interrupted)."""
+    if timeout is not None:
+        signal.signal(signal.SIGALRM, _interrupt)
+        signal.setitimer(signal.ITIMER_REAL, max(0.1, timeout - (time.monotonic() - started)))
     try:
         watch(client, submission_id, 2.0, sys.stdout, live=sys.stdout.isatty())
     finally:
