@@ -35,6 +35,7 @@ from typing import Any
 
 from benchmarks import manifest_builder
 from benchmarks.base import BenchmarkError
+from benchmarks.robotwin.runtime import UPSTREAM_TEST_NUM
 from benchmarks.synthetic.manifest import build_synthetic
 from evalfleet.scheduler_api.client import SchedulerClient, selector
 from evalfleet.v1 import scheduler_pb2 as pb
@@ -193,7 +194,7 @@ def planned_episodes(loaded: LoadedSpec) -> int:
         assert robotwin is not None
         if robotwin.tasks is None or robotwin.tasks == ["all"]:
             return 0
-        return len(robotwin.tasks) * len(robotwin.settings) * (robotwin.episodes or 100)
+        return len(robotwin.tasks) * len(robotwin.settings) * (robotwin.episodes or UPSTREAM_TEST_NUM)
     # The builder reads the installed suites (it loads LIBERO, so only through the registry).
     builder = _builder(loaded)
     total = 0
@@ -326,7 +327,7 @@ def _builder_arguments(plan: Plan) -> Iterator[argparse.Namespace]:
         robotwin_root=plan.loaded.resolve(robotwin.root),
         tasks=robotwin.tasks,
         settings=robotwin.settings,
-        episodes=robotwin.episodes or 100,
+        episodes=robotwin.episodes or UPSTREAM_TEST_NUM,
         seed=robotwin.seed,
         max_candidates=robotwin.max_candidates,
         observation_digest=robotwin.observation_digest,
