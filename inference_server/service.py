@@ -65,6 +65,8 @@ class Loaded:
     backend: Backend
     record: policy_pb2.IdentityRecord
     digest: str
+    # What the backend declares it was trained on (GetIdentityResponse.action_range), if anything.
+    action_range: policy_pb2.ActionRange | None = None
 
 
 class PolicyService(policy_pb2_grpc.PolicyServicer):
@@ -162,6 +164,7 @@ class PolicyService(policy_pb2_grpc.PolicyServicer):
             instance_id=self.instance_id,
             load=load,
             remote_handshake_sha256=str(getattr(loaded.backend, "handshake_sha256", "")),
+            action_range=loaded.action_range,
         )
 
     # -- Session ---------------------------------------------------------------------------------

@@ -52,6 +52,10 @@ class EpisodeJob:
     execute_steps: int = 0
     # The dtype the served identity declares its chunks in; a chunk in another is refused.
     action_dtype: str = "float32"
+    # The actions the checkpoint was trained on, per dimension (empty: it declares none), which the
+    # episode's health compares the executed ones against.
+    action_low: tuple[float, ...] = ()
+    action_high: tuple[float, ...] = ()
     # How long one policy reply may take before the server counts as unavailable for this episode.
     policy_timeout_s: float = 60.0
     log_path: str = ""
@@ -109,7 +113,7 @@ def run_episode(
             )
             session = stack.enter_context(client.open_session(job.expected_digest, meta))
             _write(log, event="start", job=job.__dict__, episode_id=meta.episode_id, instruction=meta.instruction)
-            health = HealthTracker()
+            health = HealthTracker(job.action_low, job.action_high)
             policy_steps = _drive(episode, session, observation, job, log, recorder, health)
             verdict = episode.result()
             video = recorder.finish(verdict.success)

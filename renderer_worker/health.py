@@ -6,13 +6,16 @@ commands never change, sit at the controller's bounds, or do not move the robot,
 show nothing. The episode process measures those few numbers over what the policy was shown and
 what it commanded; the scheduler's canary (``scheduler.canary``) reads them over a submission's
 first tasks. Cheap: per policy step a digest and the spread of each camera frame and a running
-min and max of the state; the executed actions are kept (a few hundred rows of a few floats).
+min and max of the state; the executed actions are kept (a few hundred rows of a few floats). Where
+the policy server declares the actions its checkpoint was trained on (its normalization
+statistics), the share of executed values far outside them is measured too: a policy whose
+outputs are unnormalized wrongly commands what it never saw.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -24,12 +27,18 @@ from evalfleet.v1 import scheduler_pb2 as pb
 ACTION_BOUND = 1.0
 # A frame whose pixels spread less than this (standard deviation, 0-255 levels) shows one colour.
 UNIFORM_FRAME_STD = 1.0
+# An action value is "far outside" the trained range beyond this share of the range's span past
+# either end: a sound policy extrapolates a little, a wrong unnormalization by whole spans.
+OUTSIDE_RANGE_MARGIN = 0.5
 
 
 class HealthTracker:
     """Fed each observation the policy is shown and each action run; ``summary`` at the end."""
 
-    def __init__(self) -> None:
+    def __init__(self, action_low: Sequence[float] = (), action_high: Sequence[float] = ()) -> None:
+        # The trained range per action dimension, if the policy server declared one.
+        self._action_low = np.asarray(action_low, dtype=np.float64)
+        self._action_high = np.asarray(action_high, dtype=np.float64)
         self._actions: list[npt.NDArray[np.float64]] = []
         self._state_min: npt.NDArray[np.float64] | None = None
         self._state_max: npt.NDArray[np.float64] | None = None
@@ -65,6 +74,8 @@ class HealthTracker:
             actions = np.stack(self._actions)
             health.action_std_max = float(actions.std(axis=0).max())
             health.action_saturated_fraction = saturated_fraction(actions)
+            if self._action_low.size and self._action_low.size == actions.shape[1]:
+                health.action_outside_range_fraction = outside_fraction(actions, self._action_low, self._action_high)
         if self._state_min is not None and self._state_max is not None:
             health.state_range_max = float((self._state_max - self._state_min).max(initial=0.0))
         health.frozen_cameras.extend(
@@ -85,3 +96,18 @@ def saturated_fraction(actions: npt.NDArray[np.float64]) -> float:
     if not informative.any():
         return 0.0
     return float(at_bound[:, informative].mean())
+
+
+def outside_fraction(
+    actions: npt.NDArray[np.float64], low: npt.NDArray[np.float64], high: npt.NDArray[np.float64]
+) -> float:
+    """The share of values beyond their dimension's trained range widened by
+    ``OUTSIDE_RANGE_MARGIN`` of its span at each end, over the dimensions whose range spans more
+    than one value (a constant dimension has no span to widen)."""
+    span = high - low
+    informative = span > 0
+    if not informative.any():
+        return 0.0
+    margin = OUTSIDE_RANGE_MARGIN * span
+    outside = (actions < low - margin) | (actions > high + margin)
+    return float(outside[:, informative].mean())

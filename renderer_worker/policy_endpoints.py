@@ -48,6 +48,8 @@ class Endpoint:
     action_dtype: str = "float32"
     # Set when the server forwards to a remote policy server: what results are marked with.
     remote: pb.RemotePolicy | None = None
+    # The actions the checkpoint was trained on (GetIdentityResponse.action_range), if declared.
+    action_range: policy_pb2.ActionRange | None = None
 
     def execute_steps_for(self, lease: pb.Lease) -> int:
         """Actions of each chunk an episode of ``lease`` executes here, as a count: the submission's
@@ -121,6 +123,7 @@ class PolicyEndpoints:
             endpoint.execute_steps = response.identity.execute_steps
             endpoint.action_dtype = response.identity.action_dtype or "float32"
             endpoint.remote = remote_policy(response)
+            endpoint.action_range = response.action_range if response.HasField("action_range") else None
             self._opened_since_refresh[address] = 0
             self._background.pop(address, None)
 

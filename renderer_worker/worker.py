@@ -282,6 +282,8 @@ class Worker:
                 state=endpoint.state,
                 execute_steps=endpoint.execute_steps_for(task.lease),
                 action_dtype=endpoint.action_dtype,
+                action_low=tuple(endpoint.action_range.low) if endpoint.action_range else (),
+                action_high=tuple(endpoint.action_range.high) if endpoint.action_range else (),
                 policy_timeout_s=self.config.policy_timeout_s,
                 log_path=str(self.config.output / task.lease.task_id / f"episode-{index:06d}.jsonl"),
                 video=self.config.video,

@@ -11,6 +11,8 @@ shows it, so one unlucky episode of a sound setup never trips it:
 - ``no_success``: no episode succeeded, each ran to its step limit;
 - ``actions_constant``: the commanded actions never changed within an episode;
 - ``actions_saturated``: nearly all action values sat at or beyond the controller's bound;
+- ``actions_outside_statistics``: many action values lay far outside the range the checkpoint was
+  trained on (its normalization statistics, where the policy server declares them);
 - ``images_frozen``: a camera showed the same frame throughout, or frames of one colour;
 - ``state_frozen``: the state the policy was shown hardly changed (the robot did not move).
 
@@ -30,6 +32,9 @@ OFF, RUNNING, HEALTHY, BROKEN = "off", "running", "healthy", "broken"
 CONSTANT_ACTION_STD = 1e-6
 # ... and "sat at the bound" from this share of values on.
 SATURATED_SHARE = 0.95
+# ... and "far outside the trained range" (renderer_worker.health.OUTSIDE_RANGE_MARGIN) from this
+# share of values on.
+OUTSIDE_RANGE_SHARE = 0.25
 # The state "hardly changed" below this range (LIBERO: metres and radians). Measured on LIBERO
 # (tests/test_canary_libero.py): a robot commanded all zeros still drifts 7-20 mm under gravity and
 # its gripper; the oracle's state spans 0.38-0.50 over an episode.
@@ -72,6 +77,18 @@ def findings(episodes: Sequence[CanaryEpisode]) -> list[pb.CanaryFinding]:
         low = min(h.action_saturated_fraction for h in measured)
         found.append(
             _finding("actions_saturated", f"in each episode at least {low:.0%} of action values were at +-1 or beyond")
+        )
+    if all(
+        h.HasField("action_outside_range_fraction") and h.action_outside_range_fraction >= OUTSIDE_RANGE_SHARE
+        for h in measured
+    ):
+        low = min(h.action_outside_range_fraction for h in measured)
+        found.append(
+            _finding(
+                "actions_outside_statistics",
+                f"in each episode at least {low:.0%} of action values lay more than half the trained "
+                "range beyond it (the checkpoint's normalization statistics)",
+            )
         )
     if all(h.frozen_cameras for h in measured):
         cameras = sorted({c for h in measured for c in h.frozen_cameras})

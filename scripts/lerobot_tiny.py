@@ -119,6 +119,10 @@ def save_with_random_stats(
         "observation.state": {"mean": torch.randn(state_length) * 0.1, "std": torch.rand(state_length) + 0.5},
         "action": {"mean": torch.randn(action_dim), "std": torch.rand(action_dim) + 0.5},
     }
+    # What the actions spanned, as LeRobot's compute_stats also writes (no further draws, so the
+    # other statistics stay as they were).
+    action = stats["action"]
+    action["min"], action["max"] = action["mean"] - 3 * action["std"], action["mean"] + 3 * action["std"]
     preprocessor, postprocessor = make_pre_post_processors(config, dataset_stats=stats)
     for part in (policy, preprocessor, postprocessor):
         part.save_pretrained(folder)

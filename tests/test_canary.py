@@ -63,6 +63,12 @@ def test_each_signature_with_its_evidence() -> None:
     assert [f.signature for f in frozen] == ["state_frozen"] and "at most 0.02" in frozen[0].evidence
     stalled = all_like(action_std_max=0.0, state_range_max=0.0)
     assert signatures(stalled) == ["no_success", "actions_constant", "state_frozen"]
+    outside = canary.findings(all_like(success=True, action_outside_range_fraction=0.4))
+    assert [f.signature for f in outside] == ["actions_outside_statistics"]
+    assert "at least 40% of action values" in outside[0].evidence
+    assert signatures(all_like(success=True, action_outside_range_fraction=0.2)) == []
+    # Without declared statistics (the field unset) nothing is judged against them.
+    assert signatures(all_like(success=True)) == []
     # Results stored without health can only be judged by their outcome.
     bare = [canary.CanaryEpisode(False, 100, None)] * 2
     assert signatures(bare) == []
@@ -91,6 +97,21 @@ def test_the_worker_measures_what_the_policy_saw_and_did() -> None:
     assert quiet.action_std_max == 0.0 and quiet.state_range_max == 0.0
     assert list(quiet.frozen_cameras) == ["cam"]
     assert not HealthTracker().summary(max_steps=1).HasField("state_range_max")
+    assert not quiet.HasField("action_outside_range_fraction"), "no range declared: not measured"
+
+
+def test_the_worker_measures_actions_against_the_trained_range() -> None:
+    # Dimension 0 trained on [-1, 1] (far outside: beyond -2 or 2), dimension 1 on [0, 0.5]
+    # (beyond -0.25 or 0.75); dimension 2 is constant in the data and says nothing.
+    tracked = HealthTracker(action_low=(-1.0, 0.0, 0.3), action_high=(1.0, 0.5, 0.3))
+    tracked.ran(np.array([[1.5, 0.7, 9.0], [2.5, 0.8, 9.0], [-2.1, -0.2, 9.0], [0.0, 0.1, 9.0]]))
+    measured = tracked.summary(max_steps=10)
+    # Outside: 2.5 and -2.1 of dimension 0, 0.8 of dimension 1: 3 of 8 values.
+    assert measured.action_outside_range_fraction == pytest.approx(3 / 8)
+    # A range of another length than the actions (a server answering for another embodiment) is not applied.
+    mismatched = HealthTracker(action_low=(-1.0,), action_high=(1.0,))
+    mismatched.ran(np.full((2, 3), 5.0))
+    assert not mismatched.summary(max_steps=10).HasField("action_outside_range_fraction")
 
 
 def run_canary_tasks(client: Any, worker: str, broken: bool, expect: int) -> list[str]:

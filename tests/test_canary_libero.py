@@ -1,7 +1,8 @@
 """The broken-setup canary on real LIBERO episodes, through `scheduler run`: the scripted oracle
-must never trip it; the same oracle with a deliberate setup mistake (actions scaled to nothing, the
-state's components shuffled) must, with the evidence in the run's output and `scheduler status`,
-and a spec asking for it pauses the submission until it is cancelled.
+must never trip it; the same oracle with a deliberate setup mistake (actions scaled to nothing or
+ten times too wide for the range it declares it was trained on, the state's components shuffled)
+must, with the evidence in the run's output and `scheduler status`, and a spec asking for it
+pauses the submission until it is cancelled.
 
 All runs share one manifest set (libero_object tasks 0-1, one trial each, the preset's step limit,
 so the oracle can succeed), built by the first and copied into the others' output folders.
@@ -30,6 +31,12 @@ if importlib.util.find_spec("libero") is None and os.environ.get("EVALFLEET_REQU
 pytestmark = [pytest.mark.slow, pytest.mark.libero, pytest.mark.timeout(900)]
 
 TESTS = Path(__file__).resolve().parent
+# A range of actions like LIBERO's demonstrations (position and rotation commands of the OSC
+# controller, then the gripper), declared as the checkpoint's trained range (settings.action_range).
+LIBERO_ACTION_RANGE = {
+    "low": [-0.9375] * 3 + [-0.375] * 3 + [-1.0],
+    "high": [0.9375] * 3 + [0.375] * 3 + [1.0],
+}
 # The inference server `scheduler run` starts imports the broken oracle from here.
 PLUGIN_ENV = {"PYTHONPATH": os.pathsep.join(filter(None, (str(TESTS), os.environ.get("PYTHONPATH"))))}
 
@@ -40,6 +47,7 @@ def canary_document(folder: Path, name: str, breakage: dict[str, Any] | None, pa
     document["video"] = "none"
     checkpoint = document["checkpoint"]
     checkpoint["path"] = str(folder / "checkpoints" / name)
+    checkpoint["settings"] = {**checkpoint["settings"], "action_range": LIBERO_ACTION_RANGE}
     if breakage is not None:
         checkpoint["backend"] = "broken_oracle_backend:broken_oracle"
         checkpoint["settings"] = {**checkpoint["settings"], **breakage}
@@ -77,6 +85,17 @@ def test_the_oracle_never_trips_the_canary_and_broken_setups_do(tmp_path: Path) 
     assert "frozen: canary BROKEN over 2 episodes: no_success: none of the 2 canary episodes succeeded" in (
         frozen.stdout
     )
+
+    # Actions unnormalized with statistics ten times too wide: the robot moves, but commands what
+    # the checkpoint was never trained on (and is not mistaken for saturated).
+    wide_doc = canary_document(tmp_path, "wide", {"breakage": "actions_scaled", "scale": 10.0}, pause=False)
+    shutil.copytree(tmp_path / "healthy" / "manifests", tmp_path / "wide" / "manifests")
+    wide = cli("run", str(write_spec(tmp_path, wide_doc)), timeout=600, env=PLUGIN_ENV)
+    assert wide.returncode == 0, wide.stderr[-3000:]
+    verdict = canary_of(tmp_path / "wide", "wide")
+    signatures = [finding["signature"] for finding in verdict["findings"]]
+    assert "actions_outside_statistics" in signatures and "actions_saturated" not in signatures, verdict
+    assert "actions_outside_statistics: in each episode at least" in wide.stdout
 
     # The state's components shuffled, and the spec asks for a pause: the run waits, paused.
     shuffled_doc = canary_document(tmp_path, "shuffled", {"breakage": "state_shuffled"}, pause=True)

@@ -163,18 +163,30 @@ class GetIdentityRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class GetIdentityResponse(_message.Message):
-    __slots__ = ("identity", "digest", "instance_id", "load", "remote_handshake_sha256")
+    __slots__ = ("identity", "digest", "instance_id", "load", "remote_handshake_sha256", "action_range")
     IDENTITY_FIELD_NUMBER: _ClassVar[int]
     DIGEST_FIELD_NUMBER: _ClassVar[int]
     INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
     LOAD_FIELD_NUMBER: _ClassVar[int]
     REMOTE_HANDSHAKE_SHA256_FIELD_NUMBER: _ClassVar[int]
+    ACTION_RANGE_FIELD_NUMBER: _ClassVar[int]
     identity: IdentityRecord
     digest: str
     instance_id: str
     load: ServerLoad
     remote_handshake_sha256: str
-    def __init__(self, identity: _Optional[_Union[IdentityRecord, _Mapping]] = ..., digest: _Optional[str] = ..., instance_id: _Optional[str] = ..., load: _Optional[_Union[ServerLoad, _Mapping]] = ..., remote_handshake_sha256: _Optional[str] = ...) -> None: ...
+    action_range: ActionRange
+    def __init__(self, identity: _Optional[_Union[IdentityRecord, _Mapping]] = ..., digest: _Optional[str] = ..., instance_id: _Optional[str] = ..., load: _Optional[_Union[ServerLoad, _Mapping]] = ..., remote_handshake_sha256: _Optional[str] = ..., action_range: _Optional[_Union[ActionRange, _Mapping]] = ...) -> None: ...
+
+class ActionRange(_message.Message):
+    __slots__ = ("low", "high", "source")
+    LOW_FIELD_NUMBER: _ClassVar[int]
+    HIGH_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    low: _containers.RepeatedScalarFieldContainer[float]
+    high: _containers.RepeatedScalarFieldContainer[float]
+    source: str
+    def __init__(self, low: _Optional[_Iterable[float]] = ..., high: _Optional[_Iterable[float]] = ..., source: _Optional[str] = ...) -> None: ...
 
 class ServerLoad(_message.Message):
     __slots__ = ("sessions", "max_sessions", "queue_depth", "steps_served", "batches_served", "max_batch")

@@ -247,20 +247,22 @@ class EpisodeResult(_message.Message):
     def __init__(self, episode_index: _Optional[int] = ..., success: _Optional[bool] = ..., steps: _Optional[int] = ..., wall_seconds: _Optional[float] = ..., trace_digest: _Optional[str] = ..., info_json: _Optional[str] = ..., execute_steps: _Optional[int] = ..., remote: _Optional[_Union[RemotePolicy, _Mapping]] = ..., health: _Optional[_Union[EpisodeHealth, _Mapping]] = ...) -> None: ...
 
 class EpisodeHealth(_message.Message):
-    __slots__ = ("max_steps", "action_std_max", "action_saturated_fraction", "state_range_max", "frozen_cameras", "actions_executed")
+    __slots__ = ("max_steps", "action_std_max", "action_saturated_fraction", "state_range_max", "frozen_cameras", "actions_executed", "action_outside_range_fraction")
     MAX_STEPS_FIELD_NUMBER: _ClassVar[int]
     ACTION_STD_MAX_FIELD_NUMBER: _ClassVar[int]
     ACTION_SATURATED_FRACTION_FIELD_NUMBER: _ClassVar[int]
     STATE_RANGE_MAX_FIELD_NUMBER: _ClassVar[int]
     FROZEN_CAMERAS_FIELD_NUMBER: _ClassVar[int]
     ACTIONS_EXECUTED_FIELD_NUMBER: _ClassVar[int]
+    ACTION_OUTSIDE_RANGE_FRACTION_FIELD_NUMBER: _ClassVar[int]
     max_steps: int
     action_std_max: float
     action_saturated_fraction: float
     state_range_max: float
     frozen_cameras: _containers.RepeatedScalarFieldContainer[str]
     actions_executed: int
-    def __init__(self, max_steps: _Optional[int] = ..., action_std_max: _Optional[float] = ..., action_saturated_fraction: _Optional[float] = ..., state_range_max: _Optional[float] = ..., frozen_cameras: _Optional[_Iterable[str]] = ..., actions_executed: _Optional[int] = ...) -> None: ...
+    action_outside_range_fraction: float
+    def __init__(self, max_steps: _Optional[int] = ..., action_std_max: _Optional[float] = ..., action_saturated_fraction: _Optional[float] = ..., state_range_max: _Optional[float] = ..., frozen_cameras: _Optional[_Iterable[str]] = ..., actions_executed: _Optional[int] = ..., action_outside_range_fraction: _Optional[float] = ...) -> None: ...
 
 class RemotePolicy(_message.Message):
     __slots__ = ("dialect", "url", "handshake_sha256", "sealed")

@@ -79,7 +79,9 @@ class Backend(Protocol):
     `action_dtype` (one of ACTION_DTYPES, default float32: the dtype its chunks are answered in,
     `action_dtype_of`) and `default_execute_steps` (the actions per chunk its deployment protocol
     executes when the settings do not say, e.g. a LeRobot config's `n_action_steps`; default 0, the
-    whole chunk). Both are in the identity record."""
+    whole chunk). Both are in the identity record. And `action_range` (a policy_pb2.ActionRange or
+    None, read after `load`): the actions the checkpoint was trained on, from its normalization
+    statistics, which GetIdentity reports for the broken-setup canary (`action_range_of`)."""
 
     cameras: Sequence[policy_pb2.CameraSpec]
     state: Sequence[policy_pb2.StateSpec]
@@ -118,6 +120,45 @@ def action_dtype_of(backend: object) -> str:
     if dtype not in ACTION_DTYPES:
         raise BackendError(f"the backend declares action_dtype {dtype!r}; it must be one of {', '.join(ACTION_DTYPES)}")
     return str(dtype)
+
+
+def action_range_of(backend: object) -> policy_pb2.ActionRange | None:
+    """The range of actions a loaded backend declares it was trained on (`action_range`, None when
+    it declares none); BackendError says what is wrong with one that is not `action_dim` finite
+    pairs with low <= high."""
+    declared = getattr(backend, "action_range", None)
+    if declared is None:
+        return None
+    if not isinstance(declared, policy_pb2.ActionRange):
+        raise BackendError(f"the backend's action_range is a {type(declared).__name__}, not an ActionRange")
+    dim = getattr(backend, "action_dim", 0)
+    low, high = list(declared.low), list(declared.high)
+    if len(low) != dim or len(high) != dim:
+        raise BackendError(
+            f"the backend's action_range has {len(low)} low and {len(high)} high values for {dim} action dimensions"
+        )
+    if not all(np.isfinite(low + high)) or any(lo > hi for lo, hi in zip(low, high, strict=True)):
+        raise BackendError(f"the backend's action_range must be finite with low <= high: low {low}, high {high}")
+    return declared
+
+
+def declared_action_range(checkpoint: Checkpoint, source: str) -> policy_pb2.ActionRange | None:
+    """The settings' optional `action_range` {low: [...], high: [...]} (numbers), checked for
+    shape and order by `action_range_of` once the backend is built; CheckpointError names a value
+    that is not a list of numbers."""
+    declared = checkpoint.settings.get("action_range")
+    if declared is None:
+        return None
+    try:
+        low, high = declared["low"], declared["high"]
+        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in [*low, *high]):
+            raise TypeError("values must be numbers")
+        return policy_pb2.ActionRange(low=[float(v) for v in low], high=[float(v) for v in high], source=source)
+    except (KeyError, TypeError) as exc:
+        raise CheckpointError(
+            f"{checkpoint.root}: settings.action_range must be {{low: [numbers], high: [numbers]}}, not {declared!r}",
+            path=checkpoint.root,
+        ) from exc
 
 
 class BackendError(Exception):
@@ -186,6 +227,8 @@ class NumpyBackend:
         self.action_dtype = contract.action_dtype
         self.precision = NUMPY_PRECISION
         self.settings = checkpoint.settings
+        self.action_range = declared_action_range(checkpoint, "settings.action_range")
+        action_range_of(self)
 
     def load(self) -> None:
         """Nothing to put on a device."""

@@ -93,6 +93,7 @@ try:
     from lerobot.configs.types import FeatureType
     from lerobot.policies.factory import get_policy_class, make_pre_post_processors
     from lerobot.processor.env_processor import LiberoProcessorStep
+    from lerobot.processor.normalize_processor import UnnormalizerProcessorStep
     from safetensors import safe_open
     from torchvision.transforms.v2 import functional as TF
 except ImportError as exc:  # the main virtualenv has no lerobot
@@ -543,6 +544,22 @@ def _policy_class(policy_type: str, root: Path) -> Any:
         ) from exc
 
 
+def trained_action_range(postprocessor: Any, action_dim: int) -> policy_pb2.ActionRange | None:
+    """The `action` min and max of the postprocessor's unnormalizer statistics (what the dataset's
+    actions spanned, as LeRobot's compute_stats writes them), for the broken-setup canary; None
+    when the statistics hold no min and max for `action_dim` values."""
+    for step in getattr(postprocessor, "steps", ()):
+        stats = step.stats if isinstance(step, UnnormalizerProcessorStep) else None
+        action = (stats or {}).get("action") or {}
+        if "min" in action and "max" in action:
+            low = np.asarray(action["min"], dtype=np.float64).ravel()
+            high = np.asarray(action["max"], dtype=np.float64).ravel()
+            if low.size == high.size == action_dim:
+                source = "policy_postprocessor unnormalizer: action min/max"
+                return policy_pb2.ActionRange(low=low.tolist(), high=high.tolist(), source=source)
+    return None
+
+
 def noise_seed(base: int, episode_id: str, step: int) -> int:
     """A per-session, per-step seed: the same whatever else is in the batch."""
     digest = hashlib.sha256(f"{base}:{episode_id}:{step}".encode()).digest()
@@ -621,6 +638,8 @@ class LeRobotBackend:
         self.preprocessor: Any = None
         self.postprocessor: Any = None
         self.libero_state = LiberoProcessorStep()
+        # Set by `load` from the statistics (GetIdentityResponse.action_range).
+        self.action_range: policy_pb2.ActionRange | None = None
 
     def load(self) -> None:
         """LeRobot's loaders, offline; then one batch, checked against the declared shape."""
@@ -661,6 +680,9 @@ class LeRobotBackend:
                 f"({folders or 'no named asset folders'}) and seal again",
                 path=self.root,
             ) from exc
+        # An env postprocessor (X-VLA's) turns the unnormalized actions into others: no range for those.
+        if self.env_processors is None:
+            self.action_range = trained_action_range(self.postprocessor, self.action_dim)
         warm = self.act([self._blank_observation()], [History(session_id="warmup", episode=policy_pb2.EpisodeMeta())])
         if warm.shape != (1, self.chunk_length, self.action_dim):
             raise BackendError(

@@ -26,7 +26,7 @@ from evalfleet.allocator import keep_large_buffers
 from evalfleet.auth import check_exposure, read_pem, read_token
 from evalfleet.policy_api import identity
 from evalfleet.ports import bind, tls_credentials
-from inference_server.backends.contract import BackendError
+from inference_server.backends.contract import BackendError, action_range_of
 from inference_server.checkpoint import CheckpointError
 from inference_server.checkpoint import load as load_checkpoint
 from inference_server.cli.options import (
@@ -141,7 +141,12 @@ async def serve(args: argparse.Namespace, described: Described, security: Securi
             loop.add_signal_handler(sig, stop.set)
 
         await loop.run_in_executor(None, load, described)
-        loaded = Loaded(backend=described.backend, record=described.record, digest=described.digest)
+        loaded = Loaded(
+            backend=described.backend,
+            record=described.record,
+            digest=described.digest,
+            action_range=action_range_of(described.backend),  # a wrong one: BackendError, exit 2
+        )
         tasks += [asyncio.create_task(service.serve(loaded).run()), asyncio.create_task(evict_idle_sessions(service))]
         await set_serving(health_servicer, True)
         log.info("SERVING %s identity %s", loaded.record.epoch, loaded.digest)

@@ -164,6 +164,24 @@ def test_an_action_dtype_other_than_float32_or_float64_exits_2_naming_it(tmp_pat
     assert "settings.action_dtype must be one of float32, float64" in result.stderr
 
 
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ({"low": [-1.0] * 3, "high": [1.0] * 3}, "has 3 low and 3 high values for 14 action dimensions"),
+        ({"low": [1.0] * 14, "high": [-1.0] * 14}, "must be finite with low <= high"),
+        ({"low": [-1.0] * 14}, "settings.action_range must be {low: [numbers], high: [numbers]}"),
+        ({"low": ["a"] * 14, "high": [1.0] * 14}, "settings.action_range must be {low: [numbers], high: [numbers]}"),
+    ],
+)
+def test_a_declared_action_range_that_does_not_fit_exits_2_naming_it(
+    tmp_path: Path, value: object, message: str
+) -> None:
+    make_checkpoint(tmp_path, "deterministic", action_range=value)
+    result = dry_run(tmp_path)
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert message in result.stderr and "action_range" in result.stderr
+
+
 def test_a_backends_own_execute_steps_applies_when_the_settings_declare_none(tmp_path: Path) -> None:
     """A backend whose deployment protocol executes part of each chunk (the lerobot backend:
     config.json's n_action_steps) says so as `default_execute_steps`; a sealed setting, 0

@@ -28,6 +28,7 @@ from lerobot_helpers import (
     serve_libero_episodes,
     server,
 )
+from safetensors import safe_open
 
 from benchmarks.robotwin.config import POLICY_CAMERAS
 from benchmarks.robotwin.episode import STATE_KEY
@@ -85,6 +86,13 @@ def robotwin_observation(rng: np.random.Generator) -> tuple[dict[str, np.ndarray
     return images, {STATE_KEY: rng.normal(size=14)}
 
 
+def unnormalizer_statistics(folder: Path) -> dict[str, np.ndarray]:
+    """The statistics LeRobot's postprocessor saved for its unnormalizer, read with safetensors."""
+    (path,) = folder.glob("policy_postprocessor_step_*_unnormalizer_processor.safetensors")
+    with safe_open(str(path), framework="numpy") as stored:
+        return {key: stored.get_tensor(key) for key in stored.keys()}
+
+
 def test_four_concurrent_sessions_are_one_batch_equal_to_lerobot_called_directly(
     lerobot_python: Path, tiny_act: Path, libero_settings: dict[str, Any], tmp_path: Path
 ) -> None:
@@ -101,6 +109,11 @@ def test_four_concurrent_sessions_are_one_batch_equal_to_lerobot_called_directly
         assert (reply.identity.chunk_length, reply.identity.action_dim) == (10, 7)
         settings = json.loads(reply.identity.backend_settings_json)
         assert (settings["policy_type"], settings["lerobot_version"]) == ("act", "0.4.4")
+        # The trained range the canary measures actions against: the statistics file's action min/max.
+        stats = unnormalizer_statistics(tmp_path / "ckpt" / "act")
+        np.testing.assert_allclose(reply.action_range.low, stats["action.min"], rtol=1e-6)
+        np.testing.assert_allclose(reply.action_range.high, stats["action.max"], rtol=1e-6)
+        assert reply.action_range.source == "policy_postprocessor unnormalizer: action min/max"
         replies = first_steps_together(client, reply.digest, "libero", observations, tasks)
     assert all(r.WhichOneof("kind") == "chunk" for r in replies), replies
     assert [r.chunk.batch_size for r in replies] == [SESSIONS] * SESSIONS
