@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from procs import cli, db_fingerprint, one_line_refusal
 
+from benchmarks.synthetic.manifest import build_synthetic
 from evalfleet.v1 import scheduler_pb2 as pb
 from manifests.format import build
 from manifests.stacks import stack_id
@@ -233,6 +234,34 @@ def test_a_version_4_databases_libero_tasks_need_the_stack_their_manifest_pins(s
     scheduler.kill()
     with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
         indexes = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
-        assert "tasks_claim_stack" in indexes and "tasks_claim" not in indexes
+        assert "tasks_claim_order" in indexes and not {"tasks_claim", "tasks_claim_stack"} & indexes
         assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == (str(SCHEMA_VERSION),)
     conn.close()
+
+
+def test_a_version_6_databases_paused_submission_stays_held_back_after_the_upgrade(start_scheduler, tmp_path):
+    # A scheduler writes a version 7 database; made to look like version 6 (no `held`, its claim
+    # index, one submission paused), the upgrade holds the paused one's tasks back and keeps the rest.
+    db = tmp_path / "scheduler.sqlite"
+    scheduler = start_scheduler("--lease-seconds", "60", db=db)
+    client = scheduler.client()
+    client.submit(
+        [build_synthetic(3, seed=1, mean_seconds=0.0)], "synthetic", batch_size=1, submission_id="held", priority=5
+    )
+    client.submit([build_synthetic(2, seed=2, mean_seconds=0.0)], "synthetic", batch_size=1, submission_id="open")
+    scheduler.kill()
+    with sqlite3.connect(db) as conn:
+        conn.execute("DROP INDEX tasks_claim_order")
+        conn.execute("ALTER TABLE tasks DROP COLUMN held")
+        conn.execute(
+            "CREATE INDEX tasks_claim_stack ON tasks (route, checkpoint, stack, priority DESC, seq)"
+            " WHERE state = 'pending'"
+        )
+        conn.execute("UPDATE submissions SET paused = 1 WHERE id = 'held'")
+        conn.execute("UPDATE meta SET value = '6' WHERE key = 'schema_version'")
+    conn.close()
+    client = start_scheduler("--lease-seconds", "60", db=db).client()
+    claimed = [client.claim("w1", ["synthetic"]) for _ in range(3)]
+    assert [lease.submission_id if lease else None for lease in claimed] == ["open", "open", None]
+    assert client.pause("held", paused=False)
+    assert client.claim("w1", ["synthetic"]).submission_id == "held"

@@ -15,6 +15,7 @@ from google.protobuf import json_format
 
 from evalfleet.v1 import scheduler_pb2 as pb
 from scheduler import canary as canary_rules
+from scheduler.store import leases
 
 
 def initial(settings: pb.CanarySettings | None) -> str:
@@ -71,3 +72,5 @@ def settle(conn: sqlite3.Connection, task_id: str) -> None:
         "UPDATE submissions SET canary = ?, paused = CASE WHEN ? THEN 1 ELSE paused END WHERE id = ?",
         (to_json(settled), int(pause), submission),
     )
+    if pause:
+        leases.hold(conn, submission, True)

@@ -100,6 +100,14 @@ def register_worker(
     )
 
 
+def hold(conn: sqlite3.Connection, submission_id: str, paused: bool) -> None:
+    """Marks all of a submission's tasks held (or not) as its ``paused`` flag says: held pending
+    tasks are outside the claim index, and a leased one that returns to pending stays held."""
+    conn.execute(
+        "UPDATE tasks SET held = ? WHERE submission_id = ? AND held != ?", (int(paused), submission_id, int(paused))
+    )
+
+
 def _touch_worker(conn: sqlite3.Connection, worker_id: str, now: float, current_task: str | None) -> None:
     """Records that a worker was seen; an unregistered worker gets a minimal row."""
     conn.execute(
@@ -142,9 +150,8 @@ def claim(
         for checkpoint in dict.fromkeys(["", *checkpoints]):
             for stack in dict.fromkeys(["", *stacks]):
                 row = conn.execute(
-                    "SELECT seq, priority FROM tasks WHERE state = 'pending' AND route = ? AND checkpoint = ?"
-                    " AND stack = ? AND NOT EXISTS (SELECT 1 FROM submissions s WHERE s.id = tasks.submission_id"
-                    " AND s.paused = 1) ORDER BY priority DESC, seq LIMIT 1",
+                    "SELECT seq, priority FROM tasks WHERE state = 'pending' AND held = 0 AND route = ?"
+                    " AND checkpoint = ? AND stack = ? ORDER BY priority DESC, seq LIMIT 1",
                     (route, checkpoint, stack),
                 ).fetchone()
                 if row is not None and (

@@ -207,6 +207,7 @@ def set_paused(conn: sqlite3.Connection, submission_id: str, paused: bool) -> bo
         and conn.execute("SELECT 1 FROM submissions WHERE id = ?", (submission_id,)).fetchone() is None
     ):
         raise NotFound(f"no submission {submission_id!r}", field="submission_id")
+    leases.hold(conn, submission_id, paused)
     return cursor.rowcount == 1
 
 

@@ -20,7 +20,10 @@ claimed only by a worker that runs that stack, so the claim index leads with it.
 ``spec`` is the evaluation spec it came from (``scheduler.spec``'s canonical JSON; '' when none), its
 ``canary`` the broken-setup canary's settings and verdict (a ``Canary`` as JSON; '' when none), and
 ``paused`` holds its pending tasks back from claims; a task's ``canary`` marks the canary's tasks,
-and a result's ``health`` is its ``EpisodeHealth`` as JSON ('' when not recorded).
+and a result's ``health`` is its ``EpisodeHealth`` as JSON ('' when not recorded). Held tasks
+(version 7): a task's ``held`` mirrors its submission's ``paused`` (set for all its tasks at once),
+so that the claim index leaves a paused submission's pending tasks out instead of each claim
+stepping over them.
 
 A connection runs in WAL mode, so readers never wait for the writer; the one writer connection
 belongs to ``scheduler.writer``.
@@ -36,7 +39,7 @@ from evalfleet.scheduler_api.vocabulary import failure_reason_name
 from evalfleet.v1 import scheduler_pb2 as pb
 from manifests.stacks import stack_id
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 # Version 4's tables, created by upgrading from version 3 as in a new database.
 ARTIFACT_TABLES = """
@@ -112,12 +115,14 @@ CREATE TABLE IF NOT EXISTS tasks (
     updated_at REAL NOT NULL,
     execute_steps INTEGER,
     stack TEXT NOT NULL DEFAULT '',
-    canary INTEGER NOT NULL DEFAULT 0
+    canary INTEGER NOT NULL DEFAULT 0,
+    held INTEGER NOT NULL DEFAULT 0
 );
--- The claim order (priority DESC, seq) within one route, checkpoint and stack, over pending rows
--- only: a claim is one index seek per combination however large the backlog.
-CREATE INDEX IF NOT EXISTS tasks_claim_stack ON tasks (route, checkpoint, stack, priority DESC, seq)
-    WHERE state = 'pending';
+-- The claim order (priority DESC, seq) within one route, checkpoint and stack, over the pending
+-- rows not held back: a claim is one index seek per combination however large the backlog,
+-- paused submissions included.
+CREATE INDEX IF NOT EXISTS tasks_claim_order ON tasks (route, checkpoint, stack, priority DESC, seq)
+    WHERE state = 'pending' AND held = 0;
 CREATE INDEX IF NOT EXISTS tasks_leases ON tasks (lease_deadline) WHERE state = 'leased';
 CREATE INDEX IF NOT EXISTS tasks_submission ON tasks (submission_id, state);
 CREATE TABLE IF NOT EXISTS attempts (
@@ -256,6 +261,8 @@ def initialize(conn: sqlite3.Connection) -> None:
                 _upgrade_from_4(conn)
             if version in (1, 2, 3, 4, 5):
                 _upgrade_from_5(conn)
+            if version in (1, 2, 3, 4, 5, 6):
+                _upgrade_from_6(conn)
             # Not executescript: it commits first, and the upgrade would not be one transaction.
             for statement in SCHEMA_STATEMENTS:
                 conn.execute(statement)
@@ -417,3 +424,12 @@ def _upgrade_from_5(conn: sqlite3.Connection) -> None:
     for table, column, kind in VERSION_6_COLUMNS:
         if column not in {row["name"] for row in conn.execute(f"PRAGMA table_info({table})")}:
             conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
+
+
+def _upgrade_from_6(conn: sqlite3.Connection) -> None:
+    """Version 7 marks the tasks of a paused submission ``held`` and drops version 6's claim index,
+    which listed them (the new one, ``tasks_claim_order``, does not)."""
+    if "held" not in {row["name"] for row in conn.execute("PRAGMA table_info(tasks)")}:
+        conn.execute("ALTER TABLE tasks ADD COLUMN held INTEGER NOT NULL DEFAULT 0")
+    conn.execute("UPDATE tasks SET held = 1 WHERE submission_id IN (SELECT id FROM submissions WHERE paused = 1)")
+    conn.execute("DROP INDEX IF EXISTS tasks_claim_stack")
