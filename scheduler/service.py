@@ -35,6 +35,7 @@ from scheduler.readers import Readers
 from scheduler.store import artifacts, leases, queries
 from scheduler.store import canary as store_canary
 from scheduler.store import operations as store_operations
+from scheduler.store import sequential as store_sequential
 from scheduler.writer import GroupCommitWriter
 
 log = logging.getLogger(__name__)
@@ -75,10 +76,23 @@ class SchedulerService(pb_grpc.SchedulerServicer):
         self._operations = operations
         self._artifacts = artifact_store
         self._upload_quota = UploadQuota(artifact_limits)
+        # The running statistics of sequential submissions, rebuilt from the database when missing.
+        self._sequential = store_sequential.Progress()
         # Renaming a file into the store and naming it in the database, or collecting files and
         # deleting them, happen one at a time: a file is never deleted under an upload naming it.
         self._artifact_files_lock = asyncio.Lock()
         self.metrics = SchedulerMetrics(readers.run_blocking, lease_seconds)
+
+    def _advance_sequential(self, conn: sqlite3.Connection, task_id: str, now: float) -> None:
+        """In the write that ended a task: its sequential submission's statistic brought up to date
+        and, once decided, the submission (with a comparison, both) stopped in the same write."""
+        stop = store_sequential.advance(conn, task_id, now, self._sequential)
+        if stop is None:
+            return
+        states = [pb.TASK_STATE_PENDING, *([pb.TASK_STATE_LEASED] if stop.cancel_leased else [])]
+        for submission_id in stop.submissions:
+            cancelled = store_operations.cancel(conn, pb.TaskSelector(submission_id=submission_id, states=states), now)
+            store_sequential.record_stop(conn, submission_id, cancelled, now)
 
     async def renew_held_leases(self) -> list[str]:
         deadline = time.time() + self.lease_seconds
@@ -91,6 +105,7 @@ class SchedulerService(pb_grpc.SchedulerServicer):
             expired = leases.reap_expired(conn, now)
             for task_id in expired:
                 store_canary.settle(conn, task_id)
+                self._advance_sequential(conn, task_id, now)  # a task out of attempts blocks the prefix
             return expired
 
         expired = await self._writer.run(write)
@@ -128,6 +143,7 @@ class SchedulerService(pb_grpc.SchedulerServicer):
                 now,
                 spec=submission.spec_json,
                 canary=submission.canary,
+                sequential=submission.sequential,
             )
         )
         return pb.SubmitResponse(
@@ -203,6 +219,7 @@ class SchedulerService(pb_grpc.SchedulerServicer):
             )
             leases.complete(conn, task_id, token, completion.result_json, now)
             store_canary.settle(conn, task_id)  # before the next claim: a broken setup's pause holds it
+            self._advance_sequential(conn, task_id, now)  # and a decided evaluation's stop
             return stored, claim(conn, now) if claim is not None else None
 
         started, now = time.perf_counter(), time.time()
@@ -222,6 +239,7 @@ class SchedulerService(pb_grpc.SchedulerServicer):
                 conn, failure.task_id, failure.fencing_token, failure.error, failure.retryable, now, failure.reason
             )
             store_canary.settle(conn, failure.task_id)
+            self._advance_sequential(conn, failure.task_id, now)
             return state
 
         state = await self._writer.run(write)

@@ -188,6 +188,28 @@ def canary_settings(settings: pb.CanarySettings, field: str) -> pb.CanarySetting
     return settings
 
 
+def sequential_settings(settings: pb.SequentialSettings, field: str) -> pb.SequentialSettings:
+    """Fractions where fractions belong; a rule for one checkpoint and a pairing exclude each other
+    (a comparison's rule is its own: the difference, and the margin)."""
+    if settings.HasField("threshold") and not 0 < settings.threshold < 1:
+        raise InvalidArgument(f"{settings.threshold} is outside (0, 1)", field=f"{field}.threshold")
+    if settings.HasField("precision") and not 0 < settings.precision < 0.5:
+        raise InvalidArgument(f"{settings.precision} is outside (0, 0.5)", field=f"{field}.precision")
+    if settings.HasField("margin") and not 0 < settings.margin < 1:
+        raise InvalidArgument(f"{settings.margin} is outside (0, 1)", field=f"{field}.margin")
+    if settings.paired_with:
+        check_id(settings.paired_with, f"{field}.paired_with")
+        for rule in ("threshold", "precision"):
+            if settings.HasField(rule):
+                raise InvalidArgument(
+                    f"a paired submission stops on the comparison; {rule} is for one checkpoint",
+                    field=f"{field}.{rule}",
+                )
+    elif settings.HasField("margin"):
+        raise InvalidArgument("an equivalence margin needs paired_with", field=f"{field}.margin")
+    return settings
+
+
 # ---------------------------------------------------------------------------------------------
 # Requests, one function per RPC, in the order of the service.
 
@@ -217,6 +239,7 @@ class Submission:
     labels_json: str
     spec_json: str  # '' when the submission came from no spec
     canary: pb.CanarySettings | None
+    sequential: pb.SequentialSettings | None = None
 
 
 def submit(request: pb.SubmitRequest) -> Submission:
@@ -244,7 +267,10 @@ def submit(request: pb.SubmitRequest) -> Submission:
     )
     spec = check_json_object(request.spec_json, "spec_json") if request.spec_json else ""
     canary = canary_settings(request.canary, "canary") if request.HasField("canary") else None
-    return Submission(request.submission_id, definition, request.priority, labels, spec, canary)
+    sequential = sequential_settings(request.sequential, "sequential") if request.HasField("sequential") else None
+    if sequential is not None and sequential.paired_with == request.submission_id:
+        raise InvalidArgument("a submission cannot be paired with itself", field="sequential.paired_with")
+    return Submission(request.submission_id, definition, request.priority, labels, spec, canary, sequential)
 
 
 @dataclass(frozen=True)

@@ -89,16 +89,27 @@ def line(item: Progressed, rate: Rate) -> str:
 
 
 def note(sub: pb.SubmissionStatus) -> str:
-    """What the canary found and whether the submission is paused; '' while there is nothing to say."""
+    """What the canary found, where a sequential evaluation stands and whether the submission is
+    paused; '' while there is nothing to say."""
     parts = []
     if sub.canary.verdict in (canary.HEALTHY, canary.BROKEN):
         parts.append(canary.summary(sub.canary))
+    if sub.HasField("sequential"):
+        parts.append(sequential_line(sub.sequential))
     if sub.paused:
         parts.append(
             f"PAUSED: its pending tasks wait for `scheduler resume {sub.submission_id}` "
             f"or `scheduler cancel {sub.submission_id}`"
         )
     return f"{sub.submission_id}: {'; '.join(parts)}" if parts else ""
+
+
+def sequential_line(state: pb.SequentialState) -> str:
+    """The running statistic of a sequential submission, or its verdict and stop, in words."""
+    if state.stopped_at:
+        cancelled = f"{state.cancelled_tasks} task{'s' if state.cancelled_tasks != 1 else ''} cancelled"
+        return f"sequential: stopped: {state.words} ({cancelled})"
+    return f"sequential: {state.words}"
 
 
 def watch(

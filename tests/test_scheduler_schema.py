@@ -22,7 +22,7 @@ from benchmarks.synthetic.manifest import build_synthetic
 from evalfleet.v1 import scheduler_pb2 as pb
 from manifests.format import build
 from manifests.stacks import stack_id
-from scheduler.store.schema import ARTIFACT_TABLES, SCHEMA_VERSION, VERSION_3_COLUMNS, _statements
+from scheduler.store.schema import ARTIFACT_TABLES, SCHEMA_VERSION, VERSION_3_COLUMNS, VERSION_7_COLUMNS, _statements
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -240,8 +240,9 @@ def test_a_version_4_databases_libero_tasks_need_the_stack_their_manifest_pins(s
 
 
 def test_a_version_6_databases_paused_submission_stays_held_back_after_the_upgrade(start_scheduler, tmp_path):
-    # A scheduler writes a version 7 database; made to look like version 6 (no `held`, its claim
-    # index, one submission paused), the upgrade holds the paused one's tasks back and keeps the rest.
+    # A scheduler writes a version 7 database; made to look like version 6 (no `held`, no dispatch
+    # order, its claim index, one submission paused), the upgrade holds the paused one's tasks back
+    # and keeps the rest in the order they were claimed in before.
     db = tmp_path / "scheduler.sqlite"
     scheduler = start_scheduler("--lease-seconds", "60", db=db)
     client = scheduler.client()
@@ -252,7 +253,8 @@ def test_a_version_6_databases_paused_submission_stays_held_back_after_the_upgra
     scheduler.kill()
     with sqlite3.connect(db) as conn:
         conn.execute("DROP INDEX tasks_claim_order")
-        conn.execute("ALTER TABLE tasks DROP COLUMN held")
+        for table, column, _ in VERSION_7_COLUMNS:
+            conn.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
         conn.execute(
             "CREATE INDEX tasks_claim_stack ON tasks (route, checkpoint, stack, priority DESC, seq)"
             " WHERE state = 'pending'"
@@ -262,6 +264,6 @@ def test_a_version_6_databases_paused_submission_stays_held_back_after_the_upgra
     conn.close()
     client = start_scheduler("--lease-seconds", "60", db=db).client()
     claimed = [client.claim("w1", ["synthetic"]) for _ in range(3)]
-    assert [lease.submission_id if lease else None for lease in claimed] == ["open", "open", None]
+    assert [lease.task_id if lease else None for lease in claimed] == ["open-00000", "open-00001", None]
     assert client.pause("held", paused=False)
     assert client.claim("w1", ["synthetic"]).submission_id == "held"

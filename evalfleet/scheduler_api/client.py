@@ -126,13 +126,15 @@ class SchedulerClient:
         execute_steps: int | None = None,
         spec_json: str = "",
         canary: pb.CanarySettings | None = None,
+        sequential: pb.SequentialSettings | None = None,
     ) -> pb.SubmitResponse:
         """Uploads the manifests (by value) or refers to stored ones (by hash), then submits.
 
         ``execute_steps`` overrides the actions per chunk the checkpoint declares (0: the whole
         chunk); None leaves it to the checkpoint. ``spec_json`` is the evaluation spec the
         submission came from (scheduler.spec's canonical form), kept with it; ``canary`` the
-        broken-setup canary's settings (None: no canary)."""
+        broken-setup canary's settings (None: no canary); ``sequential`` makes it a sequential
+        evaluation (its dispatch seed and stopping rule; None: it runs to the end in given order)."""
         hashes = [self.put_manifest(m) if isinstance(m, Manifest) else m for m in manifests]
         request = pb.SubmitRequest(
             submission_id=submission_id or new_submission_id(),
@@ -146,6 +148,7 @@ class SchedulerClient:
             execute_steps=execute_steps,
             spec_json=spec_json,
             canary=canary,
+            sequential=sequential,
         )
         response: pb.SubmitResponse = self._call("Submit", request)
         return response

@@ -95,7 +95,7 @@ class GetManifestResponse(_message.Message):
     def __init__(self, hash: _Optional[str] = ..., body: _Optional[bytes] = ...) -> None: ...
 
 class SubmitRequest(_message.Message):
-    __slots__ = ("submission_id", "manifest_hashes", "route", "batch_size", "max_attempts", "priority", "checkpoint", "labels_json", "execute_steps", "spec_json", "canary")
+    __slots__ = ("submission_id", "manifest_hashes", "route", "batch_size", "max_attempts", "priority", "checkpoint", "labels_json", "execute_steps", "spec_json", "canary", "sequential")
     SUBMISSION_ID_FIELD_NUMBER: _ClassVar[int]
     MANIFEST_HASHES_FIELD_NUMBER: _ClassVar[int]
     ROUTE_FIELD_NUMBER: _ClassVar[int]
@@ -107,6 +107,7 @@ class SubmitRequest(_message.Message):
     EXECUTE_STEPS_FIELD_NUMBER: _ClassVar[int]
     SPEC_JSON_FIELD_NUMBER: _ClassVar[int]
     CANARY_FIELD_NUMBER: _ClassVar[int]
+    SEQUENTIAL_FIELD_NUMBER: _ClassVar[int]
     submission_id: str
     manifest_hashes: _containers.RepeatedScalarFieldContainer[str]
     route: str
@@ -118,7 +119,64 @@ class SubmitRequest(_message.Message):
     execute_steps: int
     spec_json: str
     canary: CanarySettings
-    def __init__(self, submission_id: _Optional[str] = ..., manifest_hashes: _Optional[_Iterable[str]] = ..., route: _Optional[str] = ..., batch_size: _Optional[int] = ..., max_attempts: _Optional[int] = ..., priority: _Optional[int] = ..., checkpoint: _Optional[str] = ..., labels_json: _Optional[str] = ..., execute_steps: _Optional[int] = ..., spec_json: _Optional[str] = ..., canary: _Optional[_Union[CanarySettings, _Mapping]] = ...) -> None: ...
+    sequential: SequentialSettings
+    def __init__(self, submission_id: _Optional[str] = ..., manifest_hashes: _Optional[_Iterable[str]] = ..., route: _Optional[str] = ..., batch_size: _Optional[int] = ..., max_attempts: _Optional[int] = ..., priority: _Optional[int] = ..., checkpoint: _Optional[str] = ..., labels_json: _Optional[str] = ..., execute_steps: _Optional[int] = ..., spec_json: _Optional[str] = ..., canary: _Optional[_Union[CanarySettings, _Mapping]] = ..., sequential: _Optional[_Union[SequentialSettings, _Mapping]] = ...) -> None: ...
+
+class SequentialSettings(_message.Message):
+    __slots__ = ("seed", "threshold", "precision", "paired_with", "margin", "cancel_leased")
+    SEED_FIELD_NUMBER: _ClassVar[int]
+    THRESHOLD_FIELD_NUMBER: _ClassVar[int]
+    PRECISION_FIELD_NUMBER: _ClassVar[int]
+    PAIRED_WITH_FIELD_NUMBER: _ClassVar[int]
+    MARGIN_FIELD_NUMBER: _ClassVar[int]
+    CANCEL_LEASED_FIELD_NUMBER: _ClassVar[int]
+    seed: int
+    threshold: float
+    precision: float
+    paired_with: str
+    margin: float
+    cancel_leased: bool
+    def __init__(self, seed: _Optional[int] = ..., threshold: _Optional[float] = ..., precision: _Optional[float] = ..., paired_with: _Optional[str] = ..., margin: _Optional[float] = ..., cancel_leased: _Optional[bool] = ...) -> None: ...
+
+class SequentialState(_message.Message):
+    __slots__ = ("settings", "prefix_tasks", "prefix_episodes", "tasks_total", "episodes_total", "successes", "low", "high", "a_only", "b_only", "e_value", "p_value", "verdict", "words", "stopped_at", "cancelled_tasks", "blocked", "compared_by")
+    SETTINGS_FIELD_NUMBER: _ClassVar[int]
+    PREFIX_TASKS_FIELD_NUMBER: _ClassVar[int]
+    PREFIX_EPISODES_FIELD_NUMBER: _ClassVar[int]
+    TASKS_TOTAL_FIELD_NUMBER: _ClassVar[int]
+    EPISODES_TOTAL_FIELD_NUMBER: _ClassVar[int]
+    SUCCESSES_FIELD_NUMBER: _ClassVar[int]
+    LOW_FIELD_NUMBER: _ClassVar[int]
+    HIGH_FIELD_NUMBER: _ClassVar[int]
+    A_ONLY_FIELD_NUMBER: _ClassVar[int]
+    B_ONLY_FIELD_NUMBER: _ClassVar[int]
+    E_VALUE_FIELD_NUMBER: _ClassVar[int]
+    P_VALUE_FIELD_NUMBER: _ClassVar[int]
+    VERDICT_FIELD_NUMBER: _ClassVar[int]
+    WORDS_FIELD_NUMBER: _ClassVar[int]
+    STOPPED_AT_FIELD_NUMBER: _ClassVar[int]
+    CANCELLED_TASKS_FIELD_NUMBER: _ClassVar[int]
+    BLOCKED_FIELD_NUMBER: _ClassVar[int]
+    COMPARED_BY_FIELD_NUMBER: _ClassVar[int]
+    settings: SequentialSettings
+    prefix_tasks: int
+    prefix_episodes: int
+    tasks_total: int
+    episodes_total: int
+    successes: int
+    low: float
+    high: float
+    a_only: int
+    b_only: int
+    e_value: float
+    p_value: float
+    verdict: str
+    words: str
+    stopped_at: float
+    cancelled_tasks: int
+    blocked: str
+    compared_by: str
+    def __init__(self, settings: _Optional[_Union[SequentialSettings, _Mapping]] = ..., prefix_tasks: _Optional[int] = ..., prefix_episodes: _Optional[int] = ..., tasks_total: _Optional[int] = ..., episodes_total: _Optional[int] = ..., successes: _Optional[int] = ..., low: _Optional[float] = ..., high: _Optional[float] = ..., a_only: _Optional[int] = ..., b_only: _Optional[int] = ..., e_value: _Optional[float] = ..., p_value: _Optional[float] = ..., verdict: _Optional[str] = ..., words: _Optional[str] = ..., stopped_at: _Optional[float] = ..., cancelled_tasks: _Optional[int] = ..., blocked: _Optional[str] = ..., compared_by: _Optional[str] = ...) -> None: ...
 
 class SubmitResponse(_message.Message):
     __slots__ = ("submission_id", "tasks_created", "tasks_total", "episodes_total")
@@ -355,7 +413,7 @@ class StateCounts(_message.Message):
     def __init__(self, pending: _Optional[int] = ..., leased: _Optional[int] = ..., succeeded: _Optional[int] = ..., failed: _Optional[int] = ..., cancelled: _Optional[int] = ..., total: _Optional[int] = ...) -> None: ...
 
 class SubmissionStatus(_message.Message):
-    __slots__ = ("submission_id", "route", "priority", "checkpoint", "created_at", "tasks", "episodes_planned", "episodes_completed", "episodes_succeeded", "spec_json", "canary", "paused")
+    __slots__ = ("submission_id", "route", "priority", "checkpoint", "created_at", "tasks", "episodes_planned", "episodes_completed", "episodes_succeeded", "spec_json", "canary", "paused", "sequential")
     SUBMISSION_ID_FIELD_NUMBER: _ClassVar[int]
     ROUTE_FIELD_NUMBER: _ClassVar[int]
     PRIORITY_FIELD_NUMBER: _ClassVar[int]
@@ -368,6 +426,7 @@ class SubmissionStatus(_message.Message):
     SPEC_JSON_FIELD_NUMBER: _ClassVar[int]
     CANARY_FIELD_NUMBER: _ClassVar[int]
     PAUSED_FIELD_NUMBER: _ClassVar[int]
+    SEQUENTIAL_FIELD_NUMBER: _ClassVar[int]
     submission_id: str
     route: str
     priority: int
@@ -380,7 +439,8 @@ class SubmissionStatus(_message.Message):
     spec_json: str
     canary: Canary
     paused: bool
-    def __init__(self, submission_id: _Optional[str] = ..., route: _Optional[str] = ..., priority: _Optional[int] = ..., checkpoint: _Optional[str] = ..., created_at: _Optional[float] = ..., tasks: _Optional[_Union[StateCounts, _Mapping]] = ..., episodes_planned: _Optional[int] = ..., episodes_completed: _Optional[int] = ..., episodes_succeeded: _Optional[int] = ..., spec_json: _Optional[str] = ..., canary: _Optional[_Union[Canary, _Mapping]] = ..., paused: _Optional[bool] = ...) -> None: ...
+    sequential: SequentialState
+    def __init__(self, submission_id: _Optional[str] = ..., route: _Optional[str] = ..., priority: _Optional[int] = ..., checkpoint: _Optional[str] = ..., created_at: _Optional[float] = ..., tasks: _Optional[_Union[StateCounts, _Mapping]] = ..., episodes_planned: _Optional[int] = ..., episodes_completed: _Optional[int] = ..., episodes_succeeded: _Optional[int] = ..., spec_json: _Optional[str] = ..., canary: _Optional[_Union[Canary, _Mapping]] = ..., paused: _Optional[bool] = ..., sequential: _Optional[_Union[SequentialState, _Mapping]] = ...) -> None: ...
 
 class CanarySettings(_message.Message):
     __slots__ = ("tasks", "pause")

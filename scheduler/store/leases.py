@@ -100,6 +100,11 @@ def register_worker(
     )
 
 
+def _claim_order(row: sqlite3.Row) -> tuple[int, int, int, int]:
+    """The claim index's order, for comparing the heads of several of its ranges."""
+    return (-row["priority"], row["dispatch_group"], row["dispatch_rank"], row["seq"])
+
+
 def hold(conn: sqlite3.Connection, submission_id: str, paused: bool) -> None:
     """Marks all of a submission's tasks held (or not) as its ``paused`` flag says: held pending
     tasks are outside the claim index, and a leased one that returns to pending stays held."""
@@ -150,13 +155,12 @@ def claim(
         for checkpoint in dict.fromkeys(["", *checkpoints]):
             for stack in dict.fromkeys(["", *stacks]):
                 row = conn.execute(
-                    "SELECT seq, priority FROM tasks WHERE state = 'pending' AND held = 0 AND route = ?"
-                    " AND checkpoint = ? AND stack = ? ORDER BY priority DESC, seq LIMIT 1",
+                    "SELECT seq, priority, dispatch_group, dispatch_rank FROM tasks WHERE state = 'pending'"
+                    " AND held = 0 AND route = ? AND checkpoint = ? AND stack = ?"
+                    " ORDER BY priority DESC, dispatch_group, dispatch_rank, seq LIMIT 1",
                     (route, checkpoint, stack),
                 ).fetchone()
-                if row is not None and (
-                    best is None or (-row["priority"], row["seq"]) < (-best["priority"], best["seq"])
-                ):
+                if row is not None and (best is None or _claim_order(row) < _claim_order(best)):
                     best = row
     if best is None:
         _touch_worker(conn, worker_id, now, current_task=None)

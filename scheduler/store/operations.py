@@ -19,7 +19,8 @@ from manifests import format as manifest_format
 from manifests import stacks
 from manifests.partition import minibatches
 from scheduler.store import canary as store_canary
-from scheduler.store import leases
+from scheduler.store import dispatch, leases
+from scheduler.store import sequential as store_sequential
 from scheduler.store.queries import selection
 
 # ---------------------------------------------------------------------------------------------
@@ -108,17 +109,22 @@ def submit(
     now: float,
     spec: str = "",
     canary: pb.CanarySettings | None = None,
+    sequential: pb.SequentialSettings | None = None,
 ) -> Submitted:
     """Creates the submission's tasks that do not exist yet, pending.
 
     The same id with the same definition is the same submission (a retried submit creates
     nothing); with another definition it is refused (``Conflict`` naming the first field that
     differs). Every manifest must have been stored first (``NotFound``). ``spec`` (the evaluation
-    spec it came from, canonical JSON) is kept as first submitted, as is ``canary``: its tasks (the
-    first of each of up to ``canary.tasks`` manifests, spread over them) are inserted first, so they
-    are claimed before the submission's other tasks of the same priority.
+    spec it came from, canonical JSON) is kept as first submitted, as are ``canary`` and
+    ``sequential``. The tasks are ranked in their dispatch order (``scheduler.store.dispatch``):
+    a sequential submission's seeded random order, whose first ``canary.tasks`` tasks are the
+    canary's; otherwise the canary's tasks (the first of each of up to ``canary.tasks`` manifests,
+    spread over them) ahead of the rest in manifest order.
     """
-    row = conn.execute("SELECT definition, canary FROM submissions WHERE id = ?", (submission_id,)).fetchone()
+    row = conn.execute(
+        "SELECT definition, canary, sequential FROM submissions WHERE id = ?", (submission_id,)
+    ).fetchone()
     if row is not None:
         differs = definition.differences(row["definition"])
         if differs:
@@ -134,11 +140,22 @@ def submit(
             raise NotFound(f"no manifest {manifest_hash!r}; upload it first", field=f"manifest_hashes[{i}]")
         counts.append(found["episodes"])
         stack_of.append(found["stack"])
+    layout = [
+        (manifest_hash, start, end, stack, first == 0, position)
+        for position, (manifest_hash, episodes, stack) in enumerate(
+            zip(definition.manifest_hashes, counts, stack_of, strict=True)
+        )
+        for first, (start, end) in enumerate(minibatches(episodes, definition.batch_size))
+    ]
     if row is None:
+        state = (
+            store_sequential.admit(conn, submission_id, definition.to_json(), sequential, len(layout), sum(counts))
+            if sequential is not None
+            else None
+        )
         conn.execute(
-            "INSERT INTO submissions"
-            " (id, definition, route, checkpoint, priority, labels, created_at, execute_steps, spec, canary)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO submissions (id, definition, route, checkpoint, priority, labels, created_at,"
+            " execute_steps, spec, canary, sequential) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 submission_id,
                 definition.to_json(),
@@ -150,45 +167,52 @@ def submit(
                 definition.execute_steps,
                 spec,
                 store_canary.initial(canary),
+                store_sequential.to_json(state) if state is not None else "",
             ),
         )
-    rows: list[tuple[str | int | float | None, ...]] = []
-    canary_rows: list[tuple[str | int | float | None, ...]] = []
-    stored_canary = store_canary.read(row["canary"] if row is not None else store_canary.initial(canary))
-    canary_manifests = spread(len(definition.manifest_hashes), stored_canary.settings.tasks)
-    for position, (manifest_hash, episodes, stack) in enumerate(
-        zip(definition.manifest_hashes, counts, stack_of, strict=True)
-    ):
-        for first, (start, end) in enumerate(minibatches(episodes, definition.batch_size)):
-            index = len(rows) + len(canary_rows)
-            in_canary = first == 0 and position in canary_manifests
-            (canary_rows if in_canary else rows).append(
-                (
-                    task_id_for(submission_id, index),
-                    submission_id,
-                    index,
-                    manifest_hash,
-                    start,
-                    end,
-                    definition.route,
-                    definition.checkpoint,
-                    priority,
-                    definition.max_attempts,
-                    now,
-                    definition.execute_steps,
-                    stack,
-                    int(in_canary),
-                )
+        row = conn.execute("SELECT canary, sequential FROM submissions WHERE id = ?", (submission_id,)).fetchone()
+    stored_canary = store_canary.read(row["canary"])
+    stored_sequential = store_sequential.read(row["sequential"])
+    if stored_sequential is not None:
+        order = dispatch.random_order(stored_sequential.settings.seed, len(layout))
+        in_canary = set(order[: stored_canary.settings.tasks])  # the random order spreads them
+    else:
+        chosen = spread(len(definition.manifest_hashes), stored_canary.settings.tasks)
+        in_canary = {index for index, entry in enumerate(layout) if entry[4] and entry[5] in chosen}
+        order = dispatch.given_order(len(layout), sorted(in_canary))
+    partner = stored_sequential.settings.paired_with if stored_sequential is not None else ""
+    group = dispatch.group_for(conn, submission_id, partner)
+    rows = []
+    for rank, index in enumerate(order):
+        manifest_hash, start, end, stack, _, _ = layout[index]
+        rows.append(
+            (
+                task_id_for(submission_id, index),
+                submission_id,
+                index,
+                manifest_hash,
+                start,
+                end,
+                definition.route,
+                definition.checkpoint,
+                priority,
+                definition.max_attempts,
+                now,
+                definition.execute_steps,
+                stack,
+                int(index in in_canary),
+                group,
+                rank,
             )
+        )
     before = conn.total_changes
-    # The canary's tasks first: a lower seq is claimed first among equal priorities.
     conn.executemany(
         "INSERT OR IGNORE INTO tasks (id, submission_id, idx, manifest_hash, episode_start, episode_end,"
-        " route, checkpoint, priority, state, max_attempts, updated_at, execute_steps, stack, canary)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?)",
-        [*canary_rows, *rows],
+        " route, checkpoint, priority, state, max_attempts, updated_at, execute_steps, stack, canary,"
+        " dispatch_group, dispatch_rank) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?)",
+        rows,
     )
-    return Submitted(conn.total_changes - before, len(rows) + len(canary_rows), sum(counts))
+    return Submitted(conn.total_changes - before, len(rows), sum(counts))
 
 
 def spread(manifests: int, wanted: int) -> set[int]:

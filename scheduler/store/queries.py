@@ -21,6 +21,7 @@ from evalfleet.scheduler_api.vocabulary import TASK_STATE_NAMES_BY_ENUM, TASK_ST
 from evalfleet.v1 import scheduler_pb2 as pb
 from scheduler.store import artifacts
 from scheduler.store import canary as store_canary
+from scheduler.store import sequential as store_sequential
 
 
 def selection(conn: sqlite3.Connection, selector: pb.TaskSelector, *, require: bool) -> tuple[str, list[Any]]:
@@ -121,6 +122,7 @@ def status(
                 spec_json=sub["spec"],
                 canary=store_canary.read(sub["canary"]),
                 paused=bool(sub["paused"]),
+                sequential=store_sequential.read(sub["sequential"]),
             )
         )
     response.tasks.CopyFrom(_state_counts(overall))

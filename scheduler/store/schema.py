@@ -23,7 +23,12 @@ claimed only by a worker that runs that stack, so the claim index leads with it.
 and a result's ``health`` is its ``EpisodeHealth`` as JSON ('' when not recorded). Held tasks
 (version 7): a task's ``held`` mirrors its submission's ``paused`` (set for all its tasks at once),
 so that the claim index leaves a paused submission's pending tasks out instead of each claim
-stepping over them.
+stepping over them. Claims follow ``(priority DESC, dispatch_group, dispatch_rank, seq)``: a
+submission's tasks share a group (the seq its first task got; a paired sequential submission takes
+its partner's, so the two interleave) and are ranked within it (insertion order, or for a
+sequential submission its seeded random order, ``scheduler.store.dispatch``); tasks from before
+version 7 keep their seq as their group. A submission's ``sequential`` is its ``SequentialState``
+as JSON ('' when not sequential).
 
 A connection runs in WAL mode, so readers never wait for the writer; the one writer connection
 belongs to ``scheduler.writer``.
@@ -90,7 +95,8 @@ CREATE TABLE IF NOT EXISTS submissions (
     execute_steps INTEGER,
     spec TEXT NOT NULL DEFAULT '',
     canary TEXT NOT NULL DEFAULT '',
-    paused INTEGER NOT NULL DEFAULT 0
+    paused INTEGER NOT NULL DEFAULT 0,
+    sequential TEXT NOT NULL DEFAULT ''
 );
 CREATE TABLE IF NOT EXISTS tasks (
     seq INTEGER PRIMARY KEY,
@@ -116,12 +122,15 @@ CREATE TABLE IF NOT EXISTS tasks (
     execute_steps INTEGER,
     stack TEXT NOT NULL DEFAULT '',
     canary INTEGER NOT NULL DEFAULT 0,
-    held INTEGER NOT NULL DEFAULT 0
+    held INTEGER NOT NULL DEFAULT 0,
+    dispatch_group INTEGER NOT NULL DEFAULT 0,
+    dispatch_rank INTEGER NOT NULL DEFAULT 0
 );
--- The claim order (priority DESC, seq) within one route, checkpoint and stack, over the pending
--- rows not held back: a claim is one index seek per combination however large the backlog,
--- paused submissions included.
-CREATE INDEX IF NOT EXISTS tasks_claim_order ON tasks (route, checkpoint, stack, priority DESC, seq)
+-- The claim order (priority DESC, dispatch_group, dispatch_rank, seq) within one route, checkpoint
+-- and stack, over the pending rows not held back: a claim is one index seek per combination however
+-- large the backlog, paused submissions included.
+CREATE INDEX IF NOT EXISTS tasks_claim_order
+    ON tasks (route, checkpoint, stack, priority DESC, dispatch_group, dispatch_rank, seq)
     WHERE state = 'pending' AND held = 0;
 CREATE INDEX IF NOT EXISTS tasks_leases ON tasks (lease_deadline) WHERE state = 'leased';
 CREATE INDEX IF NOT EXISTS tasks_submission ON tasks (submission_id, state);
@@ -426,10 +435,23 @@ def _upgrade_from_5(conn: sqlite3.Connection) -> None:
             conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
 
 
+# The columns version 7 added, as ALTER TABLE adds them.
+VERSION_7_COLUMNS = (
+    ("tasks", "held", "INTEGER NOT NULL DEFAULT 0"),
+    ("tasks", "dispatch_group", "INTEGER NOT NULL DEFAULT 0"),
+    ("tasks", "dispatch_rank", "INTEGER NOT NULL DEFAULT 0"),
+    ("submissions", "sequential", "TEXT NOT NULL DEFAULT ''"),
+)
+
+
 def _upgrade_from_6(conn: sqlite3.Connection) -> None:
-    """Version 7 marks the tasks of a paused submission ``held`` and drops version 6's claim index,
-    which listed them (the new one, ``tasks_claim_order``, does not)."""
-    if "held" not in {row["name"] for row in conn.execute("PRAGMA table_info(tasks)")}:
-        conn.execute("ALTER TABLE tasks ADD COLUMN held INTEGER NOT NULL DEFAULT 0")
+    """Version 7 marks the tasks of a paused submission ``held``, gives every task its dispatch
+    group and rank (an existing task's group is its seq, its rank 0: the order they were claimed in
+    before), and drops version 6's claim index (the new one, ``tasks_claim_order``, leaves held
+    tasks out and follows the dispatch order). No submission of version 6 is sequential."""
+    for table, column, kind in VERSION_7_COLUMNS:
+        if column not in {row["name"] for row in conn.execute(f"PRAGMA table_info({table})")}:
+            conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
+    conn.execute("UPDATE tasks SET dispatch_group = seq, dispatch_rank = 0")
     conn.execute("UPDATE tasks SET held = 1 WHERE submission_id IN (SELECT id FROM submissions WHERE paused = 1)")
     conn.execute("DROP INDEX IF EXISTS tasks_claim_stack")

@@ -1,0 +1,160 @@
+"""Sequential evaluation in a real scheduler over gRPC: the seeded dispatch order, the statistic read
+over the prefix of that order (never in completion order), the stop as an operation (pending tasks
+cancelled, the reason and time recorded), a paired comparison claimed side by side and stopped
+together, a prefix blocked by a failed task, and precise refusals of bad settings.
+
+Workers are played by the test (claim, then complete with outcomes it chooses), so each outcome and
+each order of completion is deliberate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import grpc
+import pytest
+from procs import cli, db_fingerprint
+
+from benchmarks.synthetic.manifest import build_synthetic
+from evalfleet.scheduler_api.client import SchedulerClient, episode_result
+from evalfleet.scheduler_api.errors import SchedulerError
+from evalfleet.v1 import scheduler_pb2 as pb
+from scheduler.store.dispatch import random_order
+
+pytestmark = pytest.mark.timeout(180)
+
+SEED = 20261202
+
+
+def finish(client: SchedulerClient, lease: pb.Lease, success: Callable[[int], bool]) -> None:
+    client.complete(lease, episodes=[episode_result(i, success(i), steps=10) for i in lease.episodes])
+
+
+def state_of(client: SchedulerClient, submission: str) -> pb.SequentialState:
+    (status,) = client.status(submission).submissions
+    return status.sequential
+
+
+def test_tasks_are_claimed_in_the_seeded_order_and_the_statistic_waits_for_the_prefix(scheduler) -> None:
+    client = scheduler.client()
+    manifests = [build_synthetic(10, seed=s, task=f"t{s}") for s in range(4)]
+    settings = pb.SequentialSettings(seed=SEED, threshold=0.5)
+    client.submit(manifests, "synthetic", batch_size=2, submission_id="seq", sequential=settings)
+    first = [client.claim("w", ["synthetic"]) for _ in range(3)]
+    expected = random_order(SEED, 20)
+    assert [int(lease.task_id.rsplit("-", 1)[1]) for lease in first] == expected[:3]
+    # Ranks 1 and 2 end first (all successes); rank 0 is still running: the prefix is empty.
+    finish(client, first[2], lambda i: True)
+    finish(client, first[1], lambda i: True)
+    state = state_of(client, "seq")
+    assert (state.prefix_tasks, state.prefix_episodes, state.verdict) == (0, 0, "")
+    assert state.settings.seed == SEED and state.words.startswith("undecided after 0 of 40 episodes")
+    finish(client, first[0], lambda i: False)
+    state = state_of(client, "seq")
+    assert (state.prefix_tasks, state.prefix_episodes, state.successes) == (3, 6, 4)
+    assert 0 < state.low < 4 / 6 < state.high < 1
+
+
+def test_a_clear_rate_stops_the_submission_and_cancels_what_is_pending(scheduler) -> None:
+    client = scheduler.client()
+    manifests = [build_synthetic(25, seed=s, task=f"t{s}") for s in range(8)]
+    settings = pb.SequentialSettings(seed=SEED, threshold=0.5)
+    client.submit(manifests, "synthetic", batch_size=1, submission_id="clear", sequential=settings)
+    finished = 0
+    while (lease := client.claim("w", ["synthetic"])) is not None:
+        finish(client, lease, lambda i: True)  # a policy that always succeeds
+        finished += 1
+    state = state_of(client, "clear")
+    assert state.verdict == "at_least" and state.stopped_at > 0, state
+    assert state.words.startswith("rate at least 50.0%: rate in ["), state.words
+    assert state.prefix_tasks == finished < 200 and state.cancelled_tasks == 200 - finished
+    (status,) = client.status("clear").submissions
+    assert (status.tasks.succeeded, status.tasks.cancelled) == (finished, 200 - finished)
+    shown = cli("status", "clear", "--server", scheduler.address)
+    assert "sequential: stopped: rate at least 50.0%" in shown.stdout, shown.stdout
+    # Results after the stop change nothing: the statistic is frozen at the decision.
+    assert client.claim("w", ["synthetic"]) is None
+
+
+def test_a_paired_comparison_runs_side_by_side_and_stops_both(scheduler) -> None:
+    client = scheduler.client()
+    manifests = [build_synthetic(20, seed=s, task=f"t{s}") for s in range(5)]
+    client.submit(manifests, "synthetic", batch_size=1, submission_id="A", sequential=pb.SequentialSettings(seed=SEED))
+    paired = pb.SequentialSettings(paired_with="A")
+    client.submit(manifests, "synthetic", batch_size=1, submission_id="B", sequential=paired)
+    order = random_order(SEED, 100)
+    claimed = [client.claim("w", ["synthetic"]) for _ in range(4)]
+    # A's task of rank r, then B's of the same rank: the two advance together.
+    assert [lease.task_id for lease in claimed] == [
+        f"A-{order[0]:05d}",
+        f"B-{order[0]:05d}",
+        f"A-{order[1]:05d}",
+        f"B-{order[1]:05d}",
+    ]
+    for lease in claimed:
+        finish(client, lease, lambda i, a=lease.submission_id == "A": a)  # A always succeeds, B never
+    while (lease := client.claim("w", ["synthetic"])) is not None:
+        finish(client, lease, lambda i, a=lease.submission_id == "A": a)
+    b = state_of(client, "B")
+    assert b.verdict == "different" and b.words.startswith("A better than B (sequential McNemar"), b
+    assert b.a_only == b.prefix_episodes and b.b_only == 0 and b.p_value <= 0.01
+    assert b.prefix_tasks < 100 and b.high < 0
+    a = state_of(client, "A")
+    assert a.compared_by == "B" and a.stopped_at > 0 and a.words == "stopped with the comparison 'B' decided"
+    for name in ("A", "B"):
+        (status,) = client.status(name).submissions
+        assert status.tasks.pending == 0 and status.tasks.cancelled > 0
+
+
+def test_a_task_failed_for_good_at_the_head_blocks_the_statistic_and_says_so(scheduler) -> None:
+    client = scheduler.client()
+    client.submit(
+        [build_synthetic(6, seed=1)],
+        "synthetic",
+        batch_size=1,
+        max_attempts=1,
+        submission_id="blocked",
+        sequential=pb.SequentialSettings(seed=SEED, threshold=0.5),
+    )
+    head = client.claim("w", ["synthetic"])
+    client.fail(head, "simulator crashed", retryable=False)
+    finish(client, client.claim("w", ["synthetic"]), lambda i: True)
+    state = state_of(client, "blocked")
+    assert state.prefix_tasks == 0 and state.blocked.startswith(f"task {head.task_id} failed"), state
+    assert "blocked: task" in state.words
+
+
+@pytest.mark.parametrize(
+    ("settings", "code", "text"),
+    [
+        (pb.SequentialSettings(threshold=1.5), grpc.StatusCode.INVALID_ARGUMENT, "sequential.threshold"),
+        (pb.SequentialSettings(precision=0.0), grpc.StatusCode.INVALID_ARGUMENT, "sequential.precision"),
+        (pb.SequentialSettings(margin=0.05), grpc.StatusCode.INVALID_ARGUMENT, "sequential.margin"),
+        (pb.SequentialSettings(paired_with="nobody"), grpc.StatusCode.NOT_FOUND, "sequential.paired_with"),
+        (pb.SequentialSettings(paired_with="plain"), grpc.StatusCode.INVALID_ARGUMENT, "is not sequential"),
+        (pb.SequentialSettings(paired_with="first", seed=7), grpc.StatusCode.INVALID_ARGUMENT, "sequential.seed"),
+        (pb.SequentialSettings(paired_with="first", threshold=0.5), grpc.StatusCode.INVALID_ARGUMENT, "threshold"),
+        (pb.SequentialSettings(paired_with="other"), grpc.StatusCode.INVALID_ARGUMENT, "manifest_hashes"),
+    ],
+)
+def test_bad_sequential_settings_are_refused_naming_the_field_and_change_nothing(
+    scheduler, settings: pb.SequentialSettings, code: grpc.StatusCode, text: str
+) -> None:
+    client = scheduler.client()
+    manifest = build_synthetic(4, seed=1)
+    client.submit([manifest], "synthetic", batch_size=1, submission_id="plain")
+    client.submit(
+        [manifest], "synthetic", batch_size=1, submission_id="first", sequential=pb.SequentialSettings(seed=3)
+    )
+    client.submit(
+        [build_synthetic(4, seed=2)],
+        "synthetic",
+        batch_size=1,
+        submission_id="other",
+        sequential=pb.SequentialSettings(seed=3),
+    )
+    before = db_fingerprint(scheduler.db)
+    with pytest.raises(SchedulerError) as refused:
+        client.submit([manifest.hash], "synthetic", batch_size=1, submission_id="new", sequential=settings)
+    assert refused.value.code == code and text in str(refused.value), refused.value
+    assert db_fingerprint(scheduler.db) == before
