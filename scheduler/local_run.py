@@ -40,7 +40,15 @@ from benchmarks.synthetic.manifest import build_synthetic
 from evalfleet.scheduler_api.client import SchedulerClient, selector
 from evalfleet.v1 import scheduler_pb2 as pb
 from manifests import format as manifest_format
-from scheduler.spec import LoadedSpec, SpecError, canary_settings, canonical_json, definition_key, spec_key
+from scheduler.spec import (
+    LoadedSpec,
+    SpecError,
+    canary_settings,
+    canonical_json,
+    definition_key,
+    sequential_settings,
+    spec_key,
+)
 
 # The file in the output folder that lists the processes a run started (pid and start time).
 FLEET_RECORD = "fleet.json"
@@ -140,6 +148,13 @@ def size_workers(loaded: LoadedSpec) -> tuple[tuple[WorkerPlan, ...], str]:
 
 def make_plan(loaded: LoadedSpec, output: Path | None = None) -> Plan:
     """Everything a run will do, read from the spec and the machine; starts nothing."""
+    sequential = loaded.spec.sequential
+    if sequential is not None and sequential.paired_with is not None:
+        raise loaded.error(
+            "sequential.paired_with",
+            "a run's scheduler holds its own submission only: submit both evaluations to one fleet "
+            "with `scheduler submit --spec`",
+        )
     out = Path(os.path.abspath(output or loaded.output))
     manifests = out / "manifests" / definition_key(_manifest_definition(loaded))
     built = _built_manifests(manifests)
@@ -572,4 +587,5 @@ def submit(
         execute_steps=document.actions_per_chunk,
         spec_json=canonical_json(document),
         canary=canary_settings(document),
+        sequential=sequential_settings(document),
     )

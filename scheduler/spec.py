@@ -219,6 +219,31 @@ class CanarySpec(_Section):
     pause: bool = False
 
 
+class SequentialSpec(_Section):
+    """A sequential evaluation (docs/sequential.md): tasks claimed in the random order ``seed``
+    draws, and the submission stopped once its rate is decided to be at least or below
+    ``threshold``, or known to +-``precision``; neither: it runs to the end, its anytime-valid
+    interval reported as it narrows. With ``paired_with`` (`scheduler submit --spec` to a fleet
+    that holds that sequential submission): compared with it on the same episodes, side by side,
+    and both stopped once the difference is decided, or found within +-``margin``.
+    ``cancel_leased``: the stop cancels running tasks too."""
+
+    seed: int = Field(default=0, ge=0, le=2**63 - 1)
+    threshold: float | None = Field(default=None, gt=0, lt=1)
+    precision: float | None = Field(default=None, gt=0, lt=0.5)
+    paired_with: str | None = Field(default=None, pattern=ID_PATTERN)
+    margin: float | None = Field(default=None, gt=0, lt=1)
+    cancel_leased: bool = False
+
+    @model_validator(mode="after")
+    def _one_rule(self) -> SequentialSpec:
+        if self.paired_with is not None and (self.threshold is not None or self.precision is not None):
+            raise ValueError("a paired evaluation stops on the comparison: give threshold or precision, or paired_with")
+        if self.margin is not None and self.paired_with is None:
+            raise ValueError("margin is the equivalence margin of a paired evaluation: it needs paired_with")
+        return self
+
+
 class Spec(_Section):
     """One evaluation: a checkpoint on a benchmark's episodes, how it is executed and recorded."""
 
@@ -240,6 +265,7 @@ class Spec(_Section):
     video: Literal["none", "failures", "all"] = "failures"
     labels: dict[str, str] = Field(default_factory=dict)
     canary: CanarySpec = Field(default_factory=CanarySpec)
+    sequential: SequentialSpec | None = None
     fleet: FleetSpec = Field(default_factory=FleetSpec)
 
 
@@ -358,6 +384,21 @@ class _UniqueKeyLoader(yaml.SafeLoader):
                 raise yaml.constructor.ConstructorError(None, None, f"key {key!r} is given twice", key_node.start_mark)
             seen.add(key)
         return super().construct_mapping(node, deep=deep)
+
+
+def sequential_settings(spec: Spec) -> pb.SequentialSettings | None:
+    """The sequential evaluation a submission of this spec asks for (None: it runs to the end)."""
+    if spec.sequential is None:
+        return None
+    section = spec.sequential
+    return pb.SequentialSettings(
+        seed=section.seed,
+        threshold=section.threshold,
+        precision=section.precision,
+        paired_with=section.paired_with or "",
+        margin=section.margin,
+        cancel_leased=section.cancel_leased,
+    )
 
 
 def canary_settings(spec: Spec) -> pb.CanarySettings | None:

@@ -10,15 +10,18 @@ each order of completion is deliberate.
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 import grpc
 import pytest
-from procs import cli, db_fingerprint
+from procs import cli, db_fingerprint, one_line_refusal
+from run_specs import write_spec
 
 from benchmarks.synthetic.manifest import build_synthetic
 from evalfleet.scheduler_api.client import SchedulerClient, episode_result
 from evalfleet.scheduler_api.errors import SchedulerError
 from evalfleet.v1 import scheduler_pb2 as pb
+from manifests import format as manifest_format
 from scheduler.store.dispatch import random_order
 
 pytestmark = pytest.mark.timeout(180)
@@ -158,3 +161,37 @@ def test_bad_sequential_settings_are_refused_naming_the_field_and_change_nothing
         client.submit([manifest.hash], "synthetic", batch_size=1, submission_id="new", sequential=settings)
     assert refused.value.code == code and text in str(refused.value), refused.value
     assert db_fingerprint(scheduler.db) == before
+
+
+def test_the_submit_flags_and_a_specs_section_make_sequential_submissions(
+    scheduler, tmp_path: Path, checkpoint_root: Path
+) -> None:
+    manifest = manifest_format.write(build_synthetic(6, seed=1), tmp_path / "m.json")
+    base = ("submit", "--server", scheduler.address, "--route", "synthetic", "--batch-size", "1", "--manifest")
+    plain = cli(*base, str(manifest), "--submission-id", "A", "--sequential-seed", "9", "--cancel-leased")
+    assert plain.returncode == 0, plain.stderr
+    paired = cli(*base, str(manifest), "--submission-id", "B", "--paired-with", "A", "--margin", "0.05")
+    assert paired.returncode == 0, paired.stderr
+    client = scheduler.client()
+    a, b = state_of(client, "A"), state_of(client, "B")
+    assert a.settings == pb.SequentialSettings(seed=9, cancel_leased=True) and a.compared_by == "B"
+    assert b.settings == pb.SequentialSettings(seed=9, paired_with="A", margin=0.05)
+    refused = one_line_refusal(cli(*base, str(manifest), "--submission-id", "C", "--threshold", "1.5"))
+    assert "sequential.threshold" in refused and "outside (0, 1)" in refused, refused
+    negative = one_line_refusal(cli(*base, str(manifest), "--submission-id", "C", "--sequential-seed", "-1"))
+    assert "--sequential-seed -1 must be >= 0" in negative
+    assert [s.submission_id for s in client.status().submissions] == ["A", "B"]
+
+    document = {
+        "id": "from-spec",
+        "checkpoint": {"path": str(checkpoint_root / "syn")},
+        "benchmark": {"synthetic": {"episodes": 6, "seed": 1}},
+        "batch_size": 1,
+        "sequential": {"seed": 4, "precision": 0.2},
+    }
+    path = write_spec(tmp_path, document)
+    submitted = cli("submit", "--spec", str(path), "--server", scheduler.address)
+    assert submitted.returncode == 0, submitted.stderr
+    assert state_of(client, "from-spec").settings == pb.SequentialSettings(seed=4, precision=0.2)
+    mixed = one_line_refusal(cli("submit", "--spec", str(path), "--threshold", "0.5", "--server", scheduler.address))
+    assert "--threshold cannot be given with it" in mixed

@@ -19,6 +19,7 @@ import yaml
 from procs import cli, one_line_refusal
 from run_specs import write_spec
 
+from evalfleet.v1 import scheduler_pb2 as pb
 from scheduler import spec
 
 pytestmark = pytest.mark.timeout(120)
@@ -63,6 +64,7 @@ FULL: dict[str, Any] = {
     "video": "all",
     "labels": {"run": "ablation-7", "who": "lab"},
     "canary": {"tasks": 6, "pause": True},
+    "sequential": {"seed": 5, "threshold": 0.6, "precision": 0.05, "cancel_leased": True},
     "fleet": {
         "workers": 3,
         "gpus": ["GPU-aaaa", "GPU-bbbb"],
@@ -105,13 +107,22 @@ def test_every_key_is_read_with_its_value() -> None:
     expected = json.loads(json.dumps(FULL))
     expected["benchmark"]["libero"]["tasks"] = "0,3,5"  # a list of ids is the builder's "0,3,5"
     expected["fleet"]["lease_seconds"] = 45.0
-    for section in ("checkpoint", "fleet", "canary"):
+    for section in ("checkpoint", "fleet", "canary", "sequential"):
         for key, value in expected[section].items():
             assert read[section][key] == value, (section, key)
     assert read["benchmark"]["libero"] == expected["benchmark"]["libero"]
     for key in ("version", "id", "output", "actions_per_chunk", "batch_size", "max_attempts", "priority", "order"):
         assert read[key] == expected[key], key
     assert read["video"] == "all" and read["labels"] == expected["labels"]
+
+
+def test_the_sequential_section_is_the_submissions_sequential_settings() -> None:
+    assert parse(MINIMAL).sequential is None and spec.sequential_settings(parse(MINIMAL)) is None
+    single = spec.sequential_settings(parse(FULL))
+    assert single == pb.SequentialSettings(seed=5, threshold=0.6, precision=0.05, cancel_leased=True)
+    paired = spec.sequential_settings(parse(changed("sequential", {"paired_with": "eval-0", "margin": 0.05})))
+    assert paired == pb.SequentialSettings(paired_with="eval-0", margin=0.05)
+    assert not paired.HasField("threshold") and not paired.HasField("precision")
 
 
 def test_defaults_fill_the_canonical_form_and_it_is_stable() -> None:
@@ -173,6 +184,13 @@ def test_auto_is_the_unset_sizing() -> None:
         ("canary.tasks", -1, "canary.tasks", "greater than or equal to 0"),
         ("canary.pause", "yes", "canary.pause", "valid boolean"),
         ("canary.episodes", 3, "canary.episodes", "unknown key 'episodes' (expected one of: tasks, pause)"),
+        ("sequential.seed", -1, "sequential.seed", "greater than or equal to 0"),
+        ("sequential.threshold", 1.0, "sequential.threshold", "less than 1"),
+        ("sequential.precision", 0.5, "sequential.precision", "less than 0.5"),
+        ("sequential.margin", 0, "sequential.margin", "greater than 0"),
+        ("sequential.paired_with", "a b", "sequential.paired_with", "must be 1-64 of A-Z"),
+        ("sequential", {"margin": 0.05}, "sequential", "margin is the equivalence margin of a paired evaluation"),
+        ("sequential", {"paired_with": "a", "threshold": 0.5}, "sequential", "stops on the comparison"),
         ("fleet.workers", 0, "fleet.workers", "greater than or equal to 1"),
         ("fleet.workers", "many", "fleet.workers", "valid integer, got 'many'"),
         ("fleet.gpus", "GPU-1", "fleet.gpus", "valid list"),
@@ -231,6 +249,11 @@ def test_run_refuses_a_bad_spec_in_one_line_and_creates_nothing(tmp_path: Path) 
     assert "absent.yaml: cannot read: No such file or directory" in missing
     unsealed = write_spec(tmp_path, changed("output", str(output), changed("checkpoint.path", "no-such-folder")))
     assert "checkpoint.path: " in one_line_refusal(cli("run", str(unsealed), "--dry-run"))
+    (tmp_path / "ckpt").mkdir()
+    paired = write_spec(tmp_path, changed("output", str(output), changed("sequential", {"paired_with": "eval-0"})))
+    assert "sequential.paired_with: a run's scheduler holds its own submission only" in one_line_refusal(
+        cli("run", str(paired), "--dry-run")
+    )
     assert not output.exists()
 
 

@@ -73,6 +73,34 @@ def add_submission_commands(commands: Subcommands) -> None:
         help="actions of each policy chunk to execute before asking again, overriding the checkpoint's declared "
         "execute_steps (0: the whole chunk); part of the submission's definition",
     )
+    sequential = submit.add_argument_group(
+        "sequential evaluation (docs/sequential.md): claimed in a seeded random order, stopped once decided"
+    )
+    sequential.add_argument(
+        "--sequential-seed", type=int, default=None, metavar="SEED", help="the dispatch order's seed (recorded)"
+    )
+    sequential.add_argument(
+        "--threshold", type=float, default=None, metavar="P", help="stop once the rate is decided >= P or < P"
+    )
+    sequential.add_argument(
+        "--precision", type=float, default=None, metavar="E", help="stop once the rate is known to +-E"
+    )
+    sequential.add_argument(
+        "--paired-with",
+        default=None,
+        metavar="SUBMISSION",
+        help="compare with this sequential submission on the same episodes, side by side, and stop both when decided",
+    )
+    sequential.add_argument(
+        "--margin",
+        type=float,
+        default=None,
+        metavar="D",
+        help="with --paired-with: also stop as equivalent once B - A lies within +-D",
+    )
+    sequential.add_argument(
+        "--cancel-leased", action="store_true", default=None, help="the stop cancels running tasks too"
+    )
 
     status = add_client_command(commands, "status", cmd_status, "task and episode counts per submission")
     status.add_argument("submission", nargs="?", default="")
@@ -131,7 +159,31 @@ _SPEC_FLAGS = (
     ("--submission-id", "submission_id"),
     ("--label", "label"),
     ("--execute-steps", "execute_steps"),
+    ("--sequential-seed", "sequential_seed"),
+    ("--threshold", "threshold"),
+    ("--precision", "precision"),
+    ("--paired-with", "paired_with"),
+    ("--margin", "margin"),
+    ("--cancel-leased", "cancel_leased"),
 )
+
+
+def _sequential(args: argparse.Namespace) -> pb.SequentialSettings | None:
+    """The sequential settings the flags ask for (None: no flag of them given); the scheduler
+    checks their values and names the one it refuses."""
+    names = ("sequential_seed", "threshold", "precision", "paired_with", "margin", "cancel_leased")
+    if all(getattr(args, name) is None for name in names):
+        return None
+    if args.sequential_seed is not None and args.sequential_seed < 0:
+        raise UsageError(f"--sequential-seed {args.sequential_seed} must be >= 0")
+    return pb.SequentialSettings(
+        seed=args.sequential_seed or 0,
+        threshold=args.threshold,
+        precision=args.precision,
+        paired_with=args.paired_with or "",
+        margin=args.margin,
+        cancel_leased=bool(args.cancel_leased),
+    )
 
 
 def cmd_submit(args: argparse.Namespace) -> int:
@@ -172,6 +224,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
             checkpoint=checkpoint,
             labels=labels,
             execute_steps=args.execute_steps,
+            sequential=_sequential(args),
         )
     _print_submitted(args, response)
     return 0
