@@ -151,6 +151,17 @@ def rolling_out(log: Path | None) -> bool:
     return '"event": "start"' in text and '"event": "end"' not in text
 
 
+# One rollout: its log's path and the time its start line gives (the worker rewrites the same path
+# when it runs the same task's episode again).
+Rollout = tuple[Path, str]
+
+
+def rollout(log: Path) -> Rollout:
+    """The rollout a log records now; its first line begins `{"t": <time>, "event": "start"`."""
+    with log.open(errors="replace") as text:
+        return log, text.readline().partition('"event"')[0]
+
+
 class LiberoFleet:
     """Scheduler, inference server and LIBERO workers, on loopback or on hosts of their own."""
 
@@ -174,8 +185,9 @@ class LiberoFleet:
         # slot -> the worker now running on that slot's machine; a killed one is replaced there
         self.workers: list[ServiceProcess] = []
         self._started_workers = 0
-        # Logs of episodes a fault ended: they never get their end line, and are not in flight.
-        self.ended_logs: set[Path] = set()
+        # Rollouts a fault ended: their logs never get an end line, yet they are not in flight. A
+        # retry of the same episode on the same worker rewrites that log: a rollout of its own.
+        self.ended: set[Rollout] = set()
 
     def _scheduler_argv(self, port: int) -> list[str]:
         argv = scheduler_argv(
@@ -264,9 +276,9 @@ class LiberoFleet:
     def rolling_out(self, slot: int) -> Path | None:
         """The log of the episode the slot's worker is rolling out (session open, not ended), if any."""
         log = newest_episode_log(self.episodes / self.worker_id(slot))
-        if self.workers[slot].running and log not in self.ended_logs and rolling_out(log):
-            return log
-        return None
+        if log is None or not self.workers[slot].running or not rolling_out(log) or rollout(log) in self.ended:
+            return None
+        return log
 
     def busy_slots(self) -> list[int]:
         return [slot for slot in range(len(self.workers)) if self.rolling_out(slot)]
@@ -289,11 +301,11 @@ class LiberoFleet:
         slot = rng.choice(busy)
         worker_id = self.worker_id(slot)
         if target == "policy":
-            self.ended_logs |= {log for n in range(len(self.workers)) if (log := self.rolling_out(n))}
+            self.ended |= {rollout(log) for n in range(len(self.workers)) if (log := self.rolling_out(n))}
             return self.restart("inference server", self.policy, self.policy_machine, self._policy_argv)
         log = self.rolling_out(slot)
         assert log is not None
-        self.ended_logs.add(log)
+        self.ended.add(rollout(log))
         if target == "worker":
             self.workers[slot].kill()
             self.workers[slot] = self.start_worker(slot)
