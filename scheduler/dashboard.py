@@ -41,7 +41,7 @@ from evalfleet.scheduler_api.limits import (
 )
 from evalfleet.scheduler_api.vocabulary import TASK_STATE_NAMES, TASK_STATES, failure_counts, rate_fields
 from evalfleet.v1 import scheduler_pb2 as pb
-from scheduler import provenance, report
+from scheduler import provenance, report, sequential_report
 from scheduler.artifacts import ArtifactStore
 from scheduler.dashboard_page import LOGIN_PAGE, PAGE
 from scheduler.operations import Operations
@@ -186,11 +186,15 @@ class Dashboard:
 
 
 def _submission(sub: pb.SubmissionStatus, summary: pb.GetSummaryResponse) -> dict[str, Any]:
+    valid = sequential_report.fixed_n_valid(summary)
     entry = message_dict(sub)
     entry["tasks"] = counts_dict(sub.tasks)
     entry["complete"] = summary.complete
-    entry.update(rate_fields(sub.episodes_succeeded, sub.episodes_completed))
+    entry.update(rate_fields(sub.episodes_succeeded, sub.episodes_completed, interval_valid=valid))
     entry["provenance"] = provenance.document(summary)
+    if sub.HasField("sequential"):
+        entry["sequential"] = sequential_report.document(sub.sequential)
+        entry["sequential_marks"] = sequential_report.marks(summary)
     entry["manifests"] = [
         {
             "task": m.task,
@@ -199,7 +203,7 @@ def _submission(sub: pb.SubmissionStatus, summary: pb.GetSummaryResponse) -> dic
             "planned": m.episodes_planned,
             "completed": m.episodes_completed,
             "succeeded": m.episodes_succeeded,
-            **rate_fields(m.episodes_succeeded, m.episodes_completed),
+            **rate_fields(m.episodes_succeeded, m.episodes_completed, interval_valid=valid),
             "failed_attempts": failure_counts(m.failures),
         }
         for m in summary.manifests
@@ -211,29 +215,31 @@ def _submission(sub: pb.SubmissionStatus, summary: pb.GetSummaryResponse) -> dic
 def success_chart(summary: pb.GetSummaryResponse) -> dict[str, Any]:
     """What the dashboard's success chart draws: per setting over all tasks, then per task a bar per
     setting (None where the task was not evaluated in that setting), each with its 95% Wilson
-    interval; manifests of one task x setting merged (``scheduler.report.success_grid``, as the PNG)."""
+    interval (None where a fixed-N interval is not valid: ``scheduler.sequential_report``); manifests
+    of one task x setting merged (``scheduler.report.success_grid``, as the PNG)."""
     grid = report.success_grid(summary.manifests)
+    valid = sequential_report.fixed_n_valid(summary)
     return {
         "settings": grid.settings,
-        "overall": [_chart_cell(grid.overall[setting]) for setting in grid.settings],
+        "overall": [_chart_cell(grid.overall[setting], valid) for setting in grid.settings],
         "tasks": [
             {
                 "benchmark": task.benchmark,
                 "task": task.task,
                 "name": task.name,
-                "cells": [_chart_cell(task.cells[s]) if s in task.cells else None for s in grid.settings],
+                "cells": [_chart_cell(task.cells[s], valid) if s in task.cells else None for s in grid.settings],
             }
             for task in grid.tasks
         ],
     }
 
 
-def _chart_cell(counts: report.Counts) -> dict[str, Any]:
+def _chart_cell(counts: report.Counts, interval_valid: bool) -> dict[str, Any]:
     return {
         "planned": counts.planned,
         "completed": counts.completed,
         "succeeded": counts.succeeded,
-        **rate_fields(counts.succeeded, counts.completed),
+        **rate_fields(counts.succeeded, counts.completed, interval_valid=interval_valid),
     }
 
 

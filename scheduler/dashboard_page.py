@@ -55,7 +55,7 @@ background:linear-gradient(#222,#222) center/100% 1.5px no-repeat}
 .chart-scale span{position:absolute;transform:translateX(-50%);font-size:85%}
 .s0{background:#3a7bd5}.s1{background:#e07b39}.s2{background:#4daf4a}.s3{background:#984ea3}.s4{background:#a65628}.s5{background:#f781bf}
 .ci{color:#555}.marks{color:#8a4b00}.unsealed{background:#fff1d6;color:#8a4b00;border-radius:3px;padding:0 .3em}
-.canary.broken,.paused{color:#a40000;font-weight:bold}.canary.healthy{color:#1a6e1a}
+.canary.broken,.paused{color:#a40000;font-weight:bold}.canary.healthy{color:#1a6e1a}.sequential.decided{font-weight:bold}
 button{margin-right:.3em}input,select{font:inherit}
 </style></head>
 <body>
@@ -182,6 +182,16 @@ function canaryView(sub) {
   return html;
 }
 
+// A sequential evaluation (scheduler/sequential_report.py): its running statistic or verdict and
+// stop in words, and why the fixed-N intervals are left out until every episode has a result.
+function sequentialView(sub) {
+  const s = sub.sequential;
+  if (!s) return "";
+  const decided = s.verdict && s.verdict !== "complete" && s.verdict !== "final";
+  return `<div class="sequential${decided ? " decided" : ""}">${esc(s.line)}` +
+    ((sub.sequential_marks || []).slice(1).map(m => `<div class="marks">${esc(m)}</div>`).join("")) + "</div>";
+}
+
 // The evaluation spec a submission came from (scheduler run, submit --spec), canonical form.
 function specView(sub) {
   if (!sub.spec_json) return "";
@@ -201,6 +211,7 @@ function submissionsView(data) {
       <div class="counts">tasks: ${["pending","leased","succeeded","failed","cancelled"].map(s => `<span class="state-${s}">${t[s]} ${s}</span>`).join(", ")}</div>
       ${provenanceView(sub.provenance)}
       ${canaryView(sub)}
+      ${sequentialView(sub)}
       ${specView(sub)}
       ${successChart(sub)}
       ${successTable(sub)}

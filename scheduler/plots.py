@@ -20,7 +20,7 @@ from typing import Any
 
 from evalfleet.scheduler_api.vocabulary import interval_text, success_rate, wilson_interval
 from evalfleet.v1 import scheduler_pb2 as pb
-from scheduler import report
+from scheduler import report, sequential_report
 from scheduler.differences import Difference
 from scheduler.report import Comparison
 
@@ -122,7 +122,11 @@ def summary_figure(summary: pb.GetSummaryResponse) -> Any:
     title = f"{summary.submission_id}"
     if not summary.complete:
         title += f" (INCOMPLETE: {summary.episodes_completed}/{summary.episodes_planned} episodes)"
-    title += "\nsuccess rate per task, 95% Wilson intervals, succeeded/completed"
+    valid = sequential_report.fixed_n_valid(summary)
+    if valid:
+        title += "\nsuccess rate per task, 95% Wilson intervals, succeeded/completed"
+    else:
+        title += "\nsuccess rate per task, succeeded/completed (sequential: fixed-N intervals not valid)"
     figure, axes, heading = _figure(rows, title)
     colors = _colors(len(settings))
     for j, setting in enumerate(settings):
@@ -132,12 +136,12 @@ def summary_figure(summary: pb.GetSummaryResponse) -> Any:
         ]
         ys = [rows.offset(i, j) for i in range(len(counts))]
         rates = [100.0 * (success_rate(s, c) or 0.0) for s, c in counts]
-        intervals = [wilson_interval(s, c) for s, c in counts]
+        intervals = [wilson_interval(s, c) if valid else None for s, c in counts]
         lows = [rate - (100.0 * i.low if i else rate) for rate, i in zip(rates, intervals, strict=True)]
         highs = [(100.0 * i.high if i else rate) - rate for rate, i in zip(rates, intervals, strict=True)]
         s_all, c_all = counts[0]
         rate_all = success_rate(s_all, c_all, scale=100.0)
-        interval_all = interval_text(wilson_interval(s_all, c_all))
+        interval_all = interval_text(intervals[0])
         label = f"{setting}: overall {'-' if rate_all is None else f'{rate_all:.1f}%'} {interval_all} ({s_all}/{c_all})"
         axes.barh(ys, rates, height=0.85, color=colors[j], label=label)
         axes.errorbar(rates, ys, xerr=[lows, highs], fmt="none", ecolor="#222222", elinewidth=0.8, capsize=2)

@@ -38,6 +38,7 @@ from evalfleet.v1 import scheduler_pb2 as pb
 from manifests.format import Manifest, verify
 from manifests.stacks import stack_label
 from manifests.trials import computed_differences, stack_differences
+from scheduler import sequential_report
 from scheduler.differences import Difference, PairedCounts, paired_difference, unpaired_difference
 
 CSV_COLUMNS = (
@@ -58,6 +59,9 @@ CSV_COLUMNS = (
 
 
 def csv_rows(summary: pb.GetSummaryResponse) -> list[dict[str, Any]]:
+    """One row per manifest; the interval's bounds are empty where a fixed-N interval is not valid
+    (``scheduler.sequential_report``)."""
+    valid = sequential_report.fixed_n_valid(summary)
     return [
         {
             "benchmark": m.benchmark,
@@ -67,7 +71,7 @@ def csv_rows(summary: pb.GetSummaryResponse) -> list[dict[str, Any]]:
             "completed": m.episodes_completed,
             "succeeded": m.episodes_succeeded,
             "success_rate": _csv_rate(m),
-            **_csv_interval(m),
+            **_csv_interval(m, valid),
             "attempts": m.attempts,
             "workers": m.workers,
             "mean_episode_seconds": f"{m.episode_wall_seconds_mean:.3f}",
@@ -83,9 +87,10 @@ def _csv_rate(m: pb.ManifestSummary) -> str:
     return "" if rate is None else f"{rate:.6f}"
 
 
-def _csv_interval(m: pb.ManifestSummary) -> dict[str, str]:
-    """The 95% Wilson interval's bounds, six decimals, or empty when no episode completed."""
-    interval = wilson_interval(m.episodes_succeeded, m.episodes_completed)
+def _csv_interval(m: pb.ManifestSummary, valid: bool) -> dict[str, str]:
+    """The 95% Wilson interval's bounds, six decimals, or empty when no episode completed or the
+    interval is not ``valid``."""
+    interval = wilson_interval(m.episodes_succeeded, m.episodes_completed) if valid else None
     if interval is None:
         return {"success_rate_low": "", "success_rate_high": ""}
     return {"success_rate_low": f"{interval.low:.6f}", "success_rate_high": f"{interval.high:.6f}"}
@@ -168,6 +173,9 @@ class ComparedRow:
     a: pb.ManifestSummary
     b: pb.ManifestSummary
     pairs: PairedCounts | None = None
+    # False when a fixed-N interval or test is not valid for how either side's episodes were
+    # collected (``scheduler.sequential_report``): then there is no difference to report.
+    fixed_n_valid: bool = True
 
     @property
     def delta(self) -> float | None:
@@ -178,7 +186,10 @@ class ComparedRow:
 
     @property
     def difference(self) -> Difference | None:
-        """The paired difference over episodes both completed, or the unpaired one; None without data."""
+        """The paired difference over episodes both completed, or the unpaired one; None without data
+        or where it would not be valid."""
+        if not self.fixed_n_valid:
+            return None
         if self.pairs is not None:
             return paired_difference(self.pairs)
         return _unpaired((self.a,), (self.b,))
@@ -239,6 +250,11 @@ class Comparison:
     # Paired only: the manifest pairs matched by trial identity across two stacks, by A's hash.
     links: dict[str, StackLink] = field(default_factory=dict)
 
+    @property
+    def fixed_n_valid(self) -> bool:
+        """Whether fixed-N differences are valid for both sides (``scheduler.sequential_report``)."""
+        return sequential_report.fixed_n_valid(self.a) and sequential_report.fixed_n_valid(self.b)
+
     def by_setting(self) -> list[GroupDifference]:
         groups: dict[tuple[str, str], list[ComparedRow]] = defaultdict(list)
         for row in self.rows:
@@ -249,10 +265,12 @@ class Comparison:
         return self._group("", "", self.rows)
 
     def _group(self, benchmark: str, setting: str, rows: list[ComparedRow]) -> GroupDifference:
+        valid = self.fixed_n_valid
         if self.paired:
             total = sum((row.pairs or PairedCounts() for row in rows), PairedCounts())
-            return GroupDifference(benchmark, setting, rows, paired_difference(total), total.pairs)
-        return GroupDifference(benchmark, setting, rows, _unpaired([r.a for r in rows], [r.b for r in rows]), None)
+            return GroupDifference(benchmark, setting, rows, paired_difference(total) if valid else None, total.pairs)
+        difference = _unpaired([r.a for r in rows], [r.b for r in rows]) if valid else None
+        return GroupDifference(benchmark, setting, rows, difference, None)
 
 
 def _unpaired(a: Iterable[pb.ManifestSummary], b: Iterable[pb.ManifestSummary]) -> Difference | None:
@@ -288,6 +306,7 @@ def compare(
     rows matched by benchmark, task and setting as independent samples, whatever their manifests.
     """
     links = {} if unpaired else _stack_links(a, b, manifests or {})
+    valid = sequential_report.fixed_n_valid(a) and sequential_report.fixed_n_valid(b)
     incomplete = [s.submission_id for s in (a, b) if not s.complete]
     if incomplete and not allow_incomplete:
         raise PreconditionFailed(
@@ -308,7 +327,7 @@ def compare(
     rows = []
     for m in a.manifests:
         twin = by_hash[links[m.manifest_hash].b.hash if m.manifest_hash in links else m.manifest_hash]
-        rows.append(ComparedRow(m.benchmark, m.task, m.setting, m, twin, _pairs(m, twin)))
+        rows.append(ComparedRow(m.benchmark, m.task, m.setting, m, twin, _pairs(m, twin), valid))
     return Comparison(a, b, paired=True, rows=rows, links=links)
 
 
@@ -369,7 +388,12 @@ def _pairs(a: pb.ManifestSummary, b: pb.ManifestSummary) -> PairedCounts:
 def _compare_unpaired(a: pb.GetSummaryResponse, b: pb.GetSummaryResponse) -> Comparison:
     """Rows matched by benchmark, task and setting (manifests of one such key merged)."""
     merged_a, merged_b = _by_key(a), _by_key(b)
-    rows = [ComparedRow(key[0], key[1], key[2], merged_a[key], merged_b[key]) for key in merged_a if key in merged_b]
+    valid = sequential_report.fixed_n_valid(a) and sequential_report.fixed_n_valid(b)
+    rows = [
+        ComparedRow(key[0], key[1], key[2], merged_a[key], merged_b[key], fixed_n_valid=valid)
+        for key in merged_a
+        if key in merged_b
+    ]
     only_a = [m for key, m in merged_a.items() if key not in merged_b]
     only_b = [m for key, m in merged_b.items() if key not in merged_a]
     return Comparison(a, b, paired=False, rows=rows, only_a=only_a, only_b=only_b)

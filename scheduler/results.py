@@ -6,7 +6,9 @@ episode wall times; per setting and overall totals; the manifest hashes that def
 population; the checkpoint identity; the versions every contributing worker registered with; and
 how the episodes were run (actions executed per chunk, "remote, unsealed" policies, and whether
 the episodes differ in either: ``scheduler.provenance``). An incomplete submission says so: its
-rates cover only the completed episodes.
+rates cover only the completed episodes. A sequential submission carries its running statistic,
+verdict and stop (``sequential``); until every planned episode has a result its Wilson bounds are
+null, because they are not valid for how its episodes were collected (``scheduler.sequential_report``).
 
 The document is a pure function of messages (the submission's summary, the registered workers, the
 checkpoint's identity record): the caller fetches them, so formatting makes no RPC and a test or a
@@ -27,27 +29,27 @@ from google.protobuf import json_format
 from evalfleet.scheduler_api.vocabulary import failure_counts, rate_fields
 from evalfleet.v1 import policy_pb2
 from evalfleet.v1 import scheduler_pb2 as pb
-from scheduler import provenance
+from scheduler import provenance, sequential_report
 
 FORMAT = "evalfleet.results/v1"
 
 
-def _counts(planned: int, completed: int, succeeded: int) -> dict[str, Any]:
+def _counts(planned: int, completed: int, succeeded: int, interval_valid: bool) -> dict[str, Any]:
     return {
         "planned": planned,
         "completed": completed,
         "succeeded": succeeded,
-        **rate_fields(succeeded, completed, digits=6),
+        **rate_fields(succeeded, completed, digits=6, interval_valid=interval_valid),
     }
 
 
-def _by_task(manifest: pb.ManifestSummary) -> dict[str, Any]:
+def _by_task(manifest: pb.ManifestSummary, interval_valid: bool) -> dict[str, Any]:
     return {
         "benchmark": manifest.benchmark,
         "task": manifest.task,
         "setting": manifest.setting,
         "manifest_hash": manifest.manifest_hash,
-        **_counts(manifest.episodes_planned, manifest.episodes_completed, manifest.episodes_succeeded),
+        **_counts(manifest.episodes_planned, manifest.episodes_completed, manifest.episodes_succeeded, interval_valid),
         "attempts": manifest.attempts,
         "failed_attempts": failure_counts(manifest.failures),
         "workers": manifest.workers,
@@ -59,7 +61,7 @@ def _by_task(manifest: pb.ManifestSummary) -> dict[str, Any]:
     }
 
 
-def _by_setting(summary: pb.GetSummaryResponse) -> list[dict[str, Any]]:
+def _by_setting(summary: pb.GetSummaryResponse, interval_valid: bool) -> list[dict[str, Any]]:
     totals: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0, 0])
     for m in summary.manifests:
         entry = totals[(m.benchmark, m.setting)]
@@ -67,8 +69,8 @@ def _by_setting(summary: pb.GetSummaryResponse) -> list[dict[str, Any]]:
         entry[1] += m.episodes_completed
         entry[2] += m.episodes_succeeded
     return [
-        {"benchmark": benchmark, "setting": setting, **_counts(*values)}
-        for (benchmark, setting), values in sorted(totals.items())
+        {"benchmark": benchmark, "setting": setting, **_counts(planned, completed, succeeded, interval_valid)}
+        for (benchmark, setting), (planned, completed, succeeded) in sorted(totals.items())
     ]
 
 
@@ -85,6 +87,7 @@ def results_document(
     record of the checkpoint that served it; ``generated_at`` should be timezone-aware (UTC).
     """
     contributors = set(summary.workers)
+    valid = sequential_report.fixed_n_valid(summary)
     return {
         "format": FORMAT,
         "submission_id": summary.submission_id,
@@ -92,14 +95,16 @@ def results_document(
         "complete": summary.complete,
         "checkpoint": summary.checkpoint,
         "checkpoint_identity": None if checkpoint_identity is None else json_format.MessageToDict(checkpoint_identity),
-        "overall": _counts(summary.episodes_planned, summary.episodes_completed, summary.episodes_succeeded),
-        "by_setting": _by_setting(summary),
-        "by_task": [_by_task(m) for m in summary.manifests],
+        "overall": _counts(summary.episodes_planned, summary.episodes_completed, summary.episodes_succeeded, valid),
+        "by_setting": _by_setting(summary, valid),
+        "by_task": [_by_task(m, valid) for m in summary.manifests],
         "manifest_hashes": [m.manifest_hash for m in summary.manifests],
         "workers": [_worker(w) for w in workers if w.worker_id in contributors],
         "provenance": provenance.document(summary),
+        "sequential": sequential_report.document(summary.sequential) if summary.HasField("sequential") else None,
         "note": "infrastructure retries are excluded; policy failures are included as results",
-        "intervals": "success_rate_low and success_rate_high bound the 95% Wilson score interval of success_rate",
+        "intervals": "success_rate_low and success_rate_high bound the 95% Wilson score interval of success_rate"
+        + ("" if valid else f"; null: {sequential_report.FIXED_N_NOT_VALID} (read sequential)"),
     }
 
 

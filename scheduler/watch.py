@@ -21,7 +21,7 @@ from rich.progress import BarColumn, Progress, TaskID, TextColumn
 from evalfleet.scheduler_api.client import SchedulerClient
 from evalfleet.scheduler_api.vocabulary import TASK_STATE_NAMES, success_percent
 from evalfleet.v1 import scheduler_pb2 as pb
-from scheduler import canary
+from scheduler import canary, sequential_report
 
 RATE_WINDOW_S = 60.0
 
@@ -95,21 +95,13 @@ def note(sub: pb.SubmissionStatus) -> str:
     if sub.canary.verdict in (canary.HEALTHY, canary.BROKEN):
         parts.append(canary.summary(sub.canary))
     if sub.HasField("sequential"):
-        parts.append(sequential_line(sub.sequential))
+        parts.append(sequential_report.state_line(sub.sequential))
     if sub.paused:
         parts.append(
             f"PAUSED: its pending tasks wait for `scheduler resume {sub.submission_id}` "
             f"or `scheduler cancel {sub.submission_id}`"
         )
     return f"{sub.submission_id}: {'; '.join(parts)}" if parts else ""
-
-
-def sequential_line(state: pb.SequentialState) -> str:
-    """The running statistic of a sequential submission, or its verdict and stop, in words."""
-    if state.stopped_at:
-        cancelled = f"{state.cancelled_tasks} task{'s' if state.cancelled_tasks != 1 else ''} cancelled"
-        return f"sequential: stopped: {state.words} ({cancelled})"
-    return f"sequential: {state.words}"
 
 
 def watch(

@@ -41,7 +41,7 @@ def _plain(value: Any) -> Any:
 
 
 # 64-bit integer fields, which MessageToDict writes as strings.
-_INT64_FIELDS = frozenset({"fencing_token", "size_bytes", "bytes_freed"})
+_INT64_FIELDS = frozenset({"fencing_token", "size_bytes", "bytes_freed", "seed"})
 
 
 def _plain_field(key: str, value: Any) -> Any:

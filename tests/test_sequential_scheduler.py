@@ -138,6 +138,7 @@ def test_a_task_failed_for_good_at_the_head_blocks_the_statistic_and_says_so(sch
         (pb.SequentialSettings(paired_with="first", seed=7), grpc.StatusCode.INVALID_ARGUMENT, "sequential.seed"),
         (pb.SequentialSettings(paired_with="first", threshold=0.5), grpc.StatusCode.INVALID_ARGUMENT, "threshold"),
         (pb.SequentialSettings(paired_with="other"), grpc.StatusCode.INVALID_ARGUMENT, "manifest_hashes"),
+        (pb.SequentialSettings(paired_with="ruled"), grpc.StatusCode.INVALID_ARGUMENT, "stops on its own threshold"),
     ],
 )
 def test_bad_sequential_settings_are_refused_naming_the_field_and_change_nothing(
@@ -155,6 +156,13 @@ def test_bad_sequential_settings_are_refused_naming_the_field_and_change_nothing
         batch_size=1,
         submission_id="other",
         sequential=pb.SequentialSettings(seed=3),
+    )
+    client.submit(
+        [manifest],
+        "synthetic",
+        batch_size=1,
+        submission_id="ruled",
+        sequential=pb.SequentialSettings(seed=3, threshold=0.5),
     )
     before = db_fingerprint(scheduler.db)
     with pytest.raises(SchedulerError) as refused:

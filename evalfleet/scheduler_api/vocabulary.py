@@ -98,10 +98,13 @@ def interval_text(interval: Interval | None) -> str:
     return "-" if interval is None else f"[{100.0 * interval.low:.1f}, {100.0 * interval.high:.1f}]"
 
 
-def rate_fields(succeeded: int, completed: int, digits: int | None = None) -> dict[str, float | None]:
+def rate_fields(
+    succeeded: int, completed: int, digits: int | None = None, interval_valid: bool = True
+) -> dict[str, float | None]:
     """``success_rate`` and its 95% interval, ``success_rate_low`` and ``success_rate_high``, as every
-    JSON document spells them (None when nothing completed), rounded to ``digits`` when given."""
-    interval = wilson_interval(succeeded, completed)
+    JSON document spells them (None when nothing completed, or when the episodes are not a sample a
+    fixed-N interval is valid for: ``interval_valid``), rounded to ``digits`` when given."""
+    interval = wilson_interval(succeeded, completed) if interval_valid else None
     values = {
         "success_rate": success_rate(succeeded, completed),
         "success_rate_low": None if interval is None else interval.low,

@@ -563,7 +563,7 @@ class FailureCount(_message.Message):
     def __init__(self, reason: _Optional[_Union[FailureReason, str]] = ..., attempts: _Optional[int] = ...) -> None: ...
 
 class GetSummaryResponse(_message.Message):
-    __slots__ = ("submission_id", "checkpoint", "episodes_planned", "episodes_completed", "episodes_succeeded", "complete", "tasks", "manifests", "workers", "execute_steps", "provenance")
+    __slots__ = ("submission_id", "checkpoint", "episodes_planned", "episodes_completed", "episodes_succeeded", "complete", "tasks", "manifests", "workers", "execute_steps", "provenance", "sequential")
     SUBMISSION_ID_FIELD_NUMBER: _ClassVar[int]
     CHECKPOINT_FIELD_NUMBER: _ClassVar[int]
     EPISODES_PLANNED_FIELD_NUMBER: _ClassVar[int]
@@ -575,6 +575,7 @@ class GetSummaryResponse(_message.Message):
     WORKERS_FIELD_NUMBER: _ClassVar[int]
     EXECUTE_STEPS_FIELD_NUMBER: _ClassVar[int]
     PROVENANCE_FIELD_NUMBER: _ClassVar[int]
+    SEQUENTIAL_FIELD_NUMBER: _ClassVar[int]
     submission_id: str
     checkpoint: str
     episodes_planned: int
@@ -586,7 +587,8 @@ class GetSummaryResponse(_message.Message):
     workers: _containers.RepeatedScalarFieldContainer[str]
     execute_steps: int
     provenance: _containers.RepeatedCompositeFieldContainer[EpisodeProvenance]
-    def __init__(self, submission_id: _Optional[str] = ..., checkpoint: _Optional[str] = ..., episodes_planned: _Optional[int] = ..., episodes_completed: _Optional[int] = ..., episodes_succeeded: _Optional[int] = ..., complete: _Optional[bool] = ..., tasks: _Optional[_Union[StateCounts, _Mapping]] = ..., manifests: _Optional[_Iterable[_Union[ManifestSummary, _Mapping]]] = ..., workers: _Optional[_Iterable[str]] = ..., execute_steps: _Optional[int] = ..., provenance: _Optional[_Iterable[_Union[EpisodeProvenance, _Mapping]]] = ...) -> None: ...
+    sequential: SequentialState
+    def __init__(self, submission_id: _Optional[str] = ..., checkpoint: _Optional[str] = ..., episodes_planned: _Optional[int] = ..., episodes_completed: _Optional[int] = ..., episodes_succeeded: _Optional[int] = ..., complete: _Optional[bool] = ..., tasks: _Optional[_Union[StateCounts, _Mapping]] = ..., manifests: _Optional[_Iterable[_Union[ManifestSummary, _Mapping]]] = ..., workers: _Optional[_Iterable[str]] = ..., execute_steps: _Optional[int] = ..., provenance: _Optional[_Iterable[_Union[EpisodeProvenance, _Mapping]]] = ..., sequential: _Optional[_Union[SequentialState, _Mapping]] = ...) -> None: ...
 
 class EpisodeProvenance(_message.Message):
     __slots__ = ("execute_steps", "remote", "episodes")

@@ -30,7 +30,8 @@ from evalfleet.scheduler_api.vocabulary import (
 )
 from evalfleet.v1 import scheduler_pb2 as pb
 from manifests import format as manifest_format
-from scheduler import factors, provenance, report
+from scheduler import factors, provenance, report, sequential_report
+from scheduler import sequential as rules
 from scheduler.cli.common import UsageError, add_client_command, connect, console, print_json
 from scheduler.differences import Difference
 from scheduler.results import results_document, write_results
@@ -54,6 +55,12 @@ def add_commands(commands: Subcommands) -> None:
     compare.add_argument("--plot", type=Path, metavar="PNG", help="also draw the differences per task x setting")
     compare.add_argument(
         "--allow-incomplete", action="store_true", help="compare even if one is incomplete (marked in the output)"
+    )
+    compare.add_argument(
+        "--sequential",
+        action="store_true",
+        help="only the sequential comparison of B with A (B submitted with --paired-with A): its verdict, "
+        "always-valid p and anytime-valid interval",
     )
     compare.add_argument(
         "--unpaired",
@@ -83,13 +90,14 @@ def cmd_summary(args: argparse.Namespace) -> int:
     if plots is not None:
         plots.plot_summary(args.plot, response)
     if args.json:
+        valid = sequential_report.fixed_n_valid(response)
         data = message_dict(response)
         data["tasks"] = counts_dict(response.tasks)
-        data.update(rate_fields(response.episodes_succeeded, response.episodes_completed))
+        data.update(rate_fields(response.episodes_succeeded, response.episodes_completed, interval_valid=valid))
         for entry, manifest in zip(data["manifests"], response.manifests, strict=True):
             entry["tasks"] = counts_dict(manifest.tasks)
-            entry.update(rate_fields(manifest.episodes_succeeded, manifest.episodes_completed))
-        data["marks"] = provenance.marks(response)
+            entry.update(rate_fields(manifest.episodes_succeeded, manifest.episodes_completed, interval_valid=valid))
+        data["marks"] = [*provenance.marks(response), *sequential_report.marks(response)]
         print_json(data)
         return 0
     console().print(summary_table(response))
@@ -104,7 +112,15 @@ def summary_table(response: pb.GetSummaryResponse) -> Table:
     marks = provenance.marks(response)
     if any(mark.startswith(provenance.REMOTE_UNSEALED) for mark in marks):
         title += f" ({provenance.REMOTE_UNSEALED.upper()})"
+    if response.sequential.stopped_at:
+        title += " (STOPPED BY ITS SEQUENTIAL RULE)"
+    marks += sequential_report.marks(response)
     caption = "\n".join([provenance.execution_line(response), *(f"NOTE {mark}" for mark in marks)])
+    valid = sequential_report.fixed_n_valid(response)
+
+    def interval(succeeded: int, completed: int) -> str:
+        return interval_text(wilson_interval(succeeded, completed) if valid else None)
+
     table = Table(title=title, caption=caption, caption_justify="left")
     columns = (
         "benchmark",
@@ -128,7 +144,7 @@ def summary_table(response: pb.GetSummaryResponse) -> Table:
             m.setting,
             str(m.episodes_succeeded),
             success_percent(m.episodes_succeeded, m.episodes_completed),
-            interval_text(wilson_interval(m.episodes_succeeded, m.episodes_completed)),
+            interval(m.episodes_succeeded, m.episodes_completed),
             f"{m.episodes_completed}/{m.episodes_planned}",
             str(m.attempts),
             _failures(m.failures),
@@ -145,7 +161,7 @@ def summary_table(response: pb.GetSummaryResponse) -> Table:
                 setting,
                 str(succeeded),
                 success_percent(succeeded, completed),
-                interval_text(wilson_interval(succeeded, completed)),
+                interval(succeeded, completed),
                 f"{completed}/{planned}",
                 "",
                 "",
@@ -158,7 +174,7 @@ def summary_table(response: pb.GetSummaryResponse) -> Table:
         "",
         str(response.episodes_succeeded),
         success_percent(response.episodes_succeeded, response.episodes_completed),
-        interval_text(wilson_interval(response.episodes_succeeded, response.episodes_completed)),
+        interval(response.episodes_succeeded, response.episodes_completed),
         f"{response.episodes_completed}/{response.episodes_planned}",
         str(sum(m.attempts for m in response.manifests)),
         _failures(failure for m in response.manifests for failure in m.failures),
@@ -195,16 +211,41 @@ def cmd_compare(args: argparse.Namespace) -> int:
         # Manifests one side lacks may be the other's trials under another stack: read them to pair.
         unmatched = [] if args.unpaired else report.unmatched_hashes(a, b)
         manifests = {h: manifest_format.parse(client.get_manifest(h), expected_hash=h) for h in unmatched}
-    comparison = report.compare(a, b, args.allow_incomplete, unpaired=args.unpaired, manifests=manifests)
+    sequential = _sequential_comparison(a, b, args)
+    # A sequential comparison is read before the end by design: incomplete is no reason to refuse it.
+    allow_incomplete = args.allow_incomplete or sequential is not None
+    comparison = report.compare(a, b, allow_incomplete, unpaired=args.unpaired, manifests=manifests)
     differing = factors.factors(comparison)
     if plots is not None:
         plots.plot_comparison(args.plot, comparison)
     if args.json:
-        print_json(_comparison_json(comparison, differing))
+        document = {} if args.sequential else _comparison_json(comparison, differing)
+        document["fixed_n_valid"] = comparison.fixed_n_valid
+        document["sequential"] = None if sequential is None else sequential_report.document(sequential)
+        print_json(document)
+        return 0
+    if args.sequential:
+        assert sequential is not None
+        console().print(f"{b.submission_id} - {a.submission_id}, {sequential_report.state_line(sequential)}")
         return 0
     title = f"{_marked(a)} vs {_marked(b)}" + ("" if comparison.paired else " (UNPAIRED)")
     tests, pairing = _method(comparison)
-    lines = [f"difference = {b.submission_id} - {a.submission_id} in points, 95% CI; {tests}", pairing]
+    lines = (
+        []
+        if sequential is None
+        else [f"{b.submission_id} - {a.submission_id}, " + sequential_report.state_line(sequential)]
+    )
+    if not comparison.fixed_n_valid:
+        lines.append(
+            f"NOTE the fixed-N differences, intervals and tests below are {sequential_report.FIXED_N_NOT_VALID}:"
+            " not shown" + ("; read the sequential line" if sequential is not None else "")
+        )
+    elif sequential is not None:
+        lines.append(
+            f"NOTE the sequential design decides at the end by the exact McNemar test at {rules.FINAL_ALPHA}"
+            " (0.01 was spent on its early boundary): read the sequential line, not the 0.05 tests below"
+        )
+    lines += [f"difference = {b.submission_id} - {a.submission_id} in points, 95% CI; {tests}", pairing]
     lines += [f"differs: {factor.text()}" for factor in differing]
     if not differing and comparison.paired:
         lines.append("differs: nothing recorded (same checkpoint, execute_steps, policy server and manifests)")
@@ -220,10 +261,30 @@ def cmd_compare(args: argparse.Namespace) -> int:
     for column in ("benchmark", "task", "setting", _marked(a), _marked(b), "difference", "95% CI", "p", "significant"):
         table.add_column(column, justify="left" if column in ("benchmark", "task", "setting") else "right")
     for row in comparison.rows:
-        cells = (_cell(row.a), _cell(row.b), *_difference_cells(row.difference))
+        valid = comparison.fixed_n_valid
+        cells = (_cell(row.a, valid), _cell(row.b, valid), *_difference_cells(row.difference))
         table.add_row(row.benchmark, row.task, row.setting, *cells)
     console().print(table)
     return 0
+
+
+def _sequential_comparison(
+    a: pb.GetSummaryResponse, b: pb.GetSummaryResponse, args: argparse.Namespace
+) -> pb.SequentialState | None:
+    """The sequential comparison of B with A, if B was submitted paired with A; with --sequential
+    there must be one (named in order: A the partner, B the one paired with it)."""
+    found = sequential_report.comparison(a, b)
+    if found is None and args.sequential:
+        if sequential_report.comparison(b, a) is not None:
+            raise UsageError(
+                f"{a.submission_id} is paired with {b.submission_id}: name the partner first "
+                f"(scheduler compare --sequential {b.submission_id} {a.submission_id})"
+            )
+        raise UsageError(
+            f"{b.submission_id} is not a sequential comparison with {a.submission_id} "
+            f"(submit it with --paired-with {a.submission_id})"
+        )
+    return found
 
 
 def _pairing(comparison: report.Comparison) -> str:
@@ -283,24 +344,24 @@ def _comparison_json(comparison: report.Comparison, differing: list[factors.Fact
                 "setting": row.setting,
                 "manifest_hash": row.a.manifest_hash,
                 "manifest_hash_b": row.b.manifest_hash,
-                "a": _side([row.a]),
-                "b": _side([row.b]),
+                "a": _side([row.a], comparison.fixed_n_valid),
+                "b": _side([row.b], comparison.fixed_n_valid),
                 "delta": row.delta,
                 "difference": _difference_json(row.difference, row.pairs.pairs if row.pairs else None),
             }
             for row in comparison.rows
         ],
-        "by_setting": [_group_json(group) for group in comparison.by_setting()],
-        "overall": _group_json(comparison.overall()),
-        "only_a": [_only(m) for m in comparison.only_a],
-        "only_b": [_only(m) for m in comparison.only_b],
+        "by_setting": [_group_json(group, comparison.fixed_n_valid) for group in comparison.by_setting()],
+        "overall": _group_json(comparison.overall(), comparison.fixed_n_valid),
+        "only_a": [_only(m, comparison.fixed_n_valid) for m in comparison.only_a],
+        "only_b": [_only(m, comparison.fixed_n_valid) for m in comparison.only_b],
     }
 
 
-def _group_json(group: report.GroupDifference) -> dict[str, Any]:
+def _group_json(group: report.GroupDifference, valid: bool) -> dict[str, Any]:
     entry: dict[str, Any] = {"benchmark": group.benchmark, "setting": group.setting} if group.setting else {}
-    entry["a"] = _side(row.a for row in group.rows)
-    entry["b"] = _side(row.b for row in group.rows)
+    entry["a"] = _side((row.a for row in group.rows), valid)
+    entry["b"] = _side((row.b for row in group.rows), valid)
     entry["difference"] = _difference_json(group.difference, group.pairs)
     return entry
 
@@ -321,24 +382,26 @@ def _difference_json(difference: Difference | None, pairs: int | None) -> dict[s
     }
 
 
-def _only(m: pb.ManifestSummary) -> dict[str, Any]:
-    return {"benchmark": m.benchmark, "task": m.task, "setting": m.setting, **_side([m])}
+def _only(m: pb.ManifestSummary, valid: bool) -> dict[str, Any]:
+    return {"benchmark": m.benchmark, "task": m.task, "setting": m.setting, **_side([m], valid)}
 
 
 def _marked(summary: pb.GetSummaryResponse) -> str:
     return summary.submission_id + ("" if summary.complete else " (INCOMPLETE)")
 
 
-def _side(manifests: Iterable[pb.ManifestSummary]) -> dict[str, Any]:
+def _side(manifests: Iterable[pb.ManifestSummary], interval_valid: bool) -> dict[str, Any]:
     manifests = list(manifests)
     planned = sum(m.episodes_planned for m in manifests)
     completed = sum(m.episodes_completed for m in manifests)
     succeeded = sum(m.episodes_succeeded for m in manifests)
-    return {"planned": planned, "completed": completed, "succeeded": succeeded, **rate_fields(succeeded, completed)}
+    rates = rate_fields(succeeded, completed, interval_valid=interval_valid)
+    return {"planned": planned, "completed": completed, "succeeded": succeeded, **rates}
 
 
-def _cell(m: pb.ManifestSummary) -> str:
+def _cell(m: pb.ManifestSummary, interval_valid: bool) -> str:
     rate = success_percent(m.episodes_succeeded, m.episodes_completed)
-    interval = interval_text(wilson_interval(m.episodes_succeeded, m.episodes_completed))
+    found = wilson_interval(m.episodes_succeeded, m.episodes_completed) if interval_valid else None
+    interval = interval_text(found)
     cell = f"{m.episodes_succeeded}/{m.episodes_completed} {rate} {interval}"
     return cell + (f" (of {m.episodes_planned})" if m.episodes_completed < m.episodes_planned else "")

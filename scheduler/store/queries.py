@@ -166,6 +166,7 @@ def summary(conn: sqlite3.Connection, submission_id: str, include_episodes: bool
         checkpoint=sub["checkpoint"],
         execute_steps=sub["execute_steps"],
         provenance=_provenance(conn, submission_id),
+        sequential=store_sequential.read(sub["sequential"]),
     )
     # Attempts come from the attempt history, so a requeue (which resets a task's budget) does not
     # hide the attempts already spent; a released attempt was handed back unspent.

@@ -46,8 +46,9 @@ def admit(
     episodes_total: int,
 ) -> pb.SequentialState:
     """The state a new sequential submission starts with. A paired one (B) must name a sequential
-    submission (A) with the same manifests and batch size, not paired itself nor compared by
-    another; B takes A's seed (a different one is refused) and A records that B compares it."""
+    submission (A) with the same manifests and batch size, without a stopping rule of its own (the
+    comparison decides when both stop), not paired itself nor compared by another; B takes A's
+    seed (a different one is refused) and A records that B compares it."""
     settled = pb.SequentialSettings()
     settled.CopyFrom(settings)
     if settings.paired_with:
@@ -67,6 +68,13 @@ def admit(
                 f"{settings.paired_with!r} is itself paired with {theirs.settings.paired_with!r}",
                 field="sequential.paired_with",
             )
+        for rule in ("threshold", "precision"):
+            if theirs.settings.HasField(rule):
+                raise InvalidArgument(
+                    f"{settings.paired_with!r} stops on its own {rule}; the partner of a comparison stops "
+                    "with the comparison: submit it without a rule",
+                    field="sequential.paired_with",
+                )
         if theirs.compared_by and theirs.compared_by != submission_id:
             raise Conflict(
                 f"{settings.paired_with!r} is already compared by {theirs.compared_by!r}",
