@@ -588,4 +588,5 @@ def submit(
         spec_json=canonical_json(document),
         canary=canary_settings(document),
         sequential=sequential_settings(document),
+        max_leased_tasks=document.max_leased_tasks or 0,
     )

@@ -268,21 +268,28 @@ def paired_status(
     better = "B better than A" if counts.b_only > counts.a_only else "A better than B"
     split = f"{counts.a_only} pairs only A succeeded, {counts.b_only} only B"
     verdict, words = "", f"undecided after {counts.pairs} of {population} pairs ({split}): {interval}"
+    within = rule.margin is not None and -rule.margin < low and high < rule.margin
     if max(largest_e, e_value) >= 1.0 / rule.early_alpha:
         verdict = "different"
         words = (
             f"{better} (sequential McNemar, always-valid p {p_value:.2g} <= {rule.early_alpha}; {split}): {interval}"
         )
-    elif rule.margin is not None and -rule.margin < low and high < rule.margin:
-        verdict = "equivalent"
-        words = f"equivalent within +-{_points(rule.margin)} points: {interval}"
     elif counts.pairs == population:
+        # At the end the exact McNemar decides, before equivalence: both may hold (a difference
+        # shown, smaller than the margin), and then both are said.
         verdict = "final"
         final_p = exact_mcnemar(counts.a_only, counts.b_only)
         if final_p < rule.final_alpha:
             words = f"{better} (exact McNemar at the end, p {final_p:.2g} < {rule.final_alpha}; {split}): {interval}"
         else:
             words = f"no difference shown (exact McNemar at the end, p {final_p:.2g}; {split}): {interval}"
+        if within:
+            assert rule.margin is not None
+            words += f"; within +-{100 * rule.margin:.1f} points"
+    elif within:
+        assert rule.margin is not None
+        verdict = "equivalent"
+        words = f"equivalent within +-{100 * rule.margin:.1f} points: {interval}"
     return PairedStatus(counts.pairs, counts.a_only, counts.b_only, e_value, p_value, low, high, verdict, words)
 
 

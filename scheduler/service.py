@@ -144,6 +144,7 @@ class SchedulerService(pb_grpc.SchedulerServicer):
                 spec=submission.spec_json,
                 canary=submission.canary,
                 sequential=submission.sequential,
+                max_leased=submission.max_leased_tasks,
             )
         )
         return pb.SubmitResponse(

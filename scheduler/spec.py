@@ -37,6 +37,7 @@ from evalfleet.scheduler_api.limits import (
     MAX_BATCH_EPISODES,
     MAX_CANARY_TASKS,
     MAX_EXECUTE_STEPS,
+    MAX_LEASED_TASKS,
     MAX_PRIORITY,
 )
 from evalfleet.v1 import scheduler_pb2 as pb
@@ -259,6 +260,8 @@ class Spec(_Section):
     # Episodes per task: the unit that is leased, retried and resumed.
     batch_size: int = Field(default=5, ge=1, le=MAX_BATCH_EPISODES)
     max_attempts: int = Field(default=3, ge=1, le=MAX_ATTEMPTS)
+    # At most this many of its tasks leased at once (unset: no cap); not part of the definition.
+    max_leased_tasks: int | None = Field(default=None, ge=1, le=MAX_LEASED_TASKS)
     priority: int = Field(default=0, ge=0, le=MAX_PRIORITY)
     order: Literal["longest-first", "given"] = "longest-first"
     # Which episodes keep their video: workers `scheduler run` starts record accordingly.

@@ -26,6 +26,7 @@ from evalfleet.scheduler_api.limits import (
     MAX_CANARY_TASKS,
     MAX_CHECKPOINT_CHARS,
     MAX_EXECUTE_STEPS,
+    MAX_LEASED_TASKS,
     MAX_LIST_TASKS,
     MAX_MANIFEST_BYTES,
     MAX_PRIORITY,
@@ -240,6 +241,7 @@ class Submission:
     spec_json: str  # '' when the submission came from no spec
     canary: pb.CanarySettings | None
     sequential: pb.SequentialSettings | None = None
+    max_leased_tasks: int = 0  # 0: no cap
 
 
 def submit(request: pb.SubmitRequest) -> Submission:
@@ -270,7 +272,20 @@ def submit(request: pb.SubmitRequest) -> Submission:
     sequential = sequential_settings(request.sequential, "sequential") if request.HasField("sequential") else None
     if sequential is not None and sequential.paired_with == request.submission_id:
         raise InvalidArgument("a submission cannot be paired with itself", field="sequential.paired_with")
-    return Submission(request.submission_id, definition, request.priority, labels, spec, canary, sequential)
+    if request.max_leased_tasks > MAX_LEASED_TASKS:
+        raise InvalidArgument(
+            f"{request.max_leased_tasks} is outside [0, {MAX_LEASED_TASKS}]", field="max_leased_tasks"
+        )
+    return Submission(
+        request.submission_id,
+        definition,
+        request.priority,
+        labels,
+        spec,
+        canary,
+        sequential,
+        request.max_leased_tasks,
+    )
 
 
 @dataclass(frozen=True)

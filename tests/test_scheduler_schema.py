@@ -267,3 +267,23 @@ def test_a_version_6_databases_paused_submission_stays_held_back_after_the_upgra
     assert [lease.task_id if lease else None for lease in claimed] == ["open-00000", "open-00001", None]
     assert client.pause("held", paused=False)
     assert client.claim("w1", ["synthetic"]).submission_id == "held"
+
+
+def test_a_version_7_database_gets_the_leased_cap_uncapped(start_scheduler, tmp_path):
+    db = tmp_path / "scheduler.sqlite"
+    scheduler = start_scheduler("--lease-seconds", "60", db=db)
+    scheduler.client().submit([build_synthetic(3, seed=1)], "synthetic", batch_size=1, submission_id="old")
+    scheduler.kill()
+    with sqlite3.connect(db) as conn:
+        conn.execute("ALTER TABLE submissions DROP COLUMN max_leased")
+        conn.execute("UPDATE meta SET value = '7' WHERE key = 'schema_version'")
+    conn.close()
+    client = start_scheduler("--lease-seconds", "60", db=db).client()
+    (old,) = client.status("old").submissions
+    assert old.max_leased_tasks == 0
+    assert [client.claim("w1", ["synthetic"]).submission_id for _ in range(3)] == ["old"] * 3
+    client.submit([build_synthetic(3, seed=2)], "synthetic", batch_size=1, submission_id="new", max_leased_tasks=1)
+    assert client.claim("w1", ["synthetic"]).submission_id == "new" and client.claim("w1", ["synthetic"]) is None
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == (str(SCHEMA_VERSION),)
+    conn.close()

@@ -160,9 +160,14 @@ def test_paired_rules_say_which_is_better_equivalent_or_final() -> None:
     narrow = sequential.Bounds(low=200 - 8, high=200 + 8, units=100)  # within +-4 points
     assert sequential.paired_status(narrow, even, 1.0, 200, PairedRule()).verdict == ""
     equivalent = sequential.paired_status(narrow, even, 1.0, 200, PairedRule(margin=0.05))
-    assert equivalent.verdict == "equivalent" and equivalent.words.startswith("equivalent within +-+5.0 points")
+    assert equivalent.verdict == "equivalent" and equivalent.words.startswith("equivalent within +-5.0 points")
     # A boundary crossed earlier stays crossed: the always-valid p is over the largest e-value.
     assert sequential.paired_status(narrow, even, 150.0, 200, PairedRule()).verdict == "different"
     done = PairedCounts(both=120, a_only=20, b_only=40, neither=20)
     final = sequential.paired_status(sequential.Bounds(220, 220, 200), done, 30.0, 200, PairedRule())
     assert final.verdict == "final" and final.words.startswith("B better than A (exact McNemar at the end, p")
+    # At the end the exact test decides first; a difference smaller than the margin is said as well.
+    close = PairedCounts(both=600, a_only=20, b_only=45, neither=335)
+    ends = sequential.paired_status(sequential.Bounds(1025, 1025, 1000), close, 30.0, 1000, PairedRule(margin=0.05))
+    assert ends.verdict == "final" and ends.words.startswith("B better than A (exact McNemar at the end"), ends
+    assert ends.words.endswith("; within +-5.0 points")

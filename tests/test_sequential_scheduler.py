@@ -196,10 +196,60 @@ def test_the_submit_flags_and_a_specs_section_make_sequential_submissions(
         "benchmark": {"synthetic": {"episodes": 6, "seed": 1}},
         "batch_size": 1,
         "sequential": {"seed": 4, "precision": 0.2},
+        "max_leased_tasks": 3,
     }
     path = write_spec(tmp_path, document)
     submitted = cli("submit", "--spec", str(path), "--server", scheduler.address)
     assert submitted.returncode == 0, submitted.stderr
     assert state_of(client, "from-spec").settings == pb.SequentialSettings(seed=4, precision=0.2)
+    assert client.status("from-spec").submissions[0].max_leased_tasks == 3
     mixed = one_line_refusal(cli("submit", "--spec", str(path), "--threshold", "0.5", "--server", scheduler.address))
     assert "--threshold cannot be given with it" in mixed
+
+
+def test_a_cap_on_leased_tasks_holds_a_submission_back_and_lets_others_past(scheduler, tmp_path: Path) -> None:
+    client = scheduler.client()
+    manifests = [build_synthetic(10, seed=s, task=f"t{s}") for s in range(2)]
+    client.submit(
+        manifests,
+        "synthetic",
+        batch_size=1,
+        priority=5,
+        submission_id="capped",
+        sequential=pb.SequentialSettings(seed=SEED),
+        max_leased_tasks=2,
+    )
+    client.submit([build_synthetic(4, seed=9)], "synthetic", batch_size=1, submission_id="other")
+    (status,) = client.status("capped").submissions
+    assert status.max_leased_tasks == 2
+    first = [client.claim(f"w{n}", ["synthetic"]) for n in range(4)]
+    # Two of the capped one (higher priority), then the other's while both are leased.
+    assert [lease.submission_id for lease in first] == ["capped", "capped", "other", "other"]
+    finish(client, first[0], lambda i: True)
+    assert client.claim("w0", ["synthetic"]).submission_id == "capped"  # one slot came free
+    assert client.claim("w0", ["synthetic"]).submission_id == "other"
+    with pytest.raises(SchedulerError) as refused:
+        client.submit(
+            manifests,
+            "synthetic",
+            batch_size=1,
+            submission_id="B",
+            sequential=pb.SequentialSettings(paired_with="capped"),
+            max_leased_tasks=3,
+        )
+    assert refused.value.code == grpc.StatusCode.INVALID_ARGUMENT and "max_leased_tasks" in str(refused.value)
+    # A paired comparison shares its partner's dispatch group, so the cap counts both.
+    client.submit(
+        manifests, "synthetic", batch_size=1, submission_id="B", sequential=pb.SequentialSettings(paired_with="capped")
+    )
+    (paired,) = client.status("B").submissions
+    assert paired.max_leased_tasks == 2
+    assert client.claim("w9", ["synthetic"]).submission_id == "other"
+    assert client.claim("w9", ["synthetic"]) is None  # "capped" and "B" together hold their two
+    manifest = str(manifest_format.write(manifests[0], tmp_path / "m.json"))
+    refused_flag = one_line_refusal(
+        cli(
+            "submit", "--server", scheduler.address, "--route", "synthetic", "--manifest", manifest, "--max-leased", "0"
+        )
+    )
+    assert "--max-leased 0 must be >= 1" in refused_flag

@@ -59,6 +59,7 @@ FULL: dict[str, Any] = {
     "actions_per_chunk": 5,
     "batch_size": 2,
     "max_attempts": 4,
+    "max_leased_tasks": 8,
     "priority": 30,
     "order": "given",
     "video": "all",
@@ -111,7 +112,8 @@ def test_every_key_is_read_with_its_value() -> None:
         for key, value in expected[section].items():
             assert read[section][key] == value, (section, key)
     assert read["benchmark"]["libero"] == expected["benchmark"]["libero"]
-    for key in ("version", "id", "output", "actions_per_chunk", "batch_size", "max_attempts", "priority", "order"):
+    keys = ("version", "id", "output", "actions_per_chunk", "batch_size", "max_attempts", "max_leased_tasks")
+    for key in (*keys, "priority", "order"):
         assert read[key] == expected[key], key
     assert read["video"] == "all" and read["labels"] == expected["labels"]
 
@@ -174,6 +176,7 @@ def test_auto_is_the_unset_sizing() -> None:
         ("checkpoint.settings", [1], "checkpoint.settings", "valid dictionary"),
         ("actions_per_chunk", -1, "actions_per_chunk", "greater than or equal to 0"),
         ("batch_size", 0, "batch_size", "greater than or equal to 1"),
+        ("max_leased_tasks", 0, "max_leased_tasks", "greater than or equal to 1"),
         ("max_attempts", 1.5, "max_attempts", "valid integer"),
         ("priority", "high", "priority", "valid integer"),
         ("priority", -1, "priority", "greater than or equal to 0"),

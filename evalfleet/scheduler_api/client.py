@@ -127,6 +127,7 @@ class SchedulerClient:
         spec_json: str = "",
         canary: pb.CanarySettings | None = None,
         sequential: pb.SequentialSettings | None = None,
+        max_leased_tasks: int = 0,
     ) -> pb.SubmitResponse:
         """Uploads the manifests (by value) or refers to stored ones (by hash), then submits.
 
@@ -134,7 +135,8 @@ class SchedulerClient:
         chunk); None leaves it to the checkpoint. ``spec_json`` is the evaluation spec the
         submission came from (scheduler.spec's canonical form), kept with it; ``canary`` the
         broken-setup canary's settings (None: no canary); ``sequential`` makes it a sequential
-        evaluation (its dispatch seed and stopping rule; None: it runs to the end in given order)."""
+        evaluation (its dispatch seed and stopping rule; None: it runs to the end in given order);
+        ``max_leased_tasks`` caps its tasks leased at once (0: none)."""
         hashes = [self.put_manifest(m) if isinstance(m, Manifest) else m for m in manifests]
         request = pb.SubmitRequest(
             submission_id=submission_id or new_submission_id(),
@@ -149,6 +151,7 @@ class SchedulerClient:
             spec_json=spec_json,
             canary=canary,
             sequential=sequential,
+            max_leased_tasks=max_leased_tasks,
         )
         response: pb.SubmitResponse = self._call("Submit", request)
         return response

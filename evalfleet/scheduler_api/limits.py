@@ -41,3 +41,5 @@ MAX_LIST_TASKS = 100_000
 MAX_CAMERAS = 64
 # Tasks a submission's broken-setup canary takes (CanarySettings.tasks).
 MAX_CANARY_TASKS = 1_000
+# A submission's cap on its tasks leased at once (SubmitRequest.max_leased_tasks; 0: none).
+MAX_LEASED_TASKS = 1_000_000

@@ -95,7 +95,7 @@ class GetManifestResponse(_message.Message):
     def __init__(self, hash: _Optional[str] = ..., body: _Optional[bytes] = ...) -> None: ...
 
 class SubmitRequest(_message.Message):
-    __slots__ = ("submission_id", "manifest_hashes", "route", "batch_size", "max_attempts", "priority", "checkpoint", "labels_json", "execute_steps", "spec_json", "canary", "sequential")
+    __slots__ = ("submission_id", "manifest_hashes", "route", "batch_size", "max_attempts", "priority", "checkpoint", "labels_json", "execute_steps", "spec_json", "canary", "sequential", "max_leased_tasks")
     SUBMISSION_ID_FIELD_NUMBER: _ClassVar[int]
     MANIFEST_HASHES_FIELD_NUMBER: _ClassVar[int]
     ROUTE_FIELD_NUMBER: _ClassVar[int]
@@ -108,6 +108,7 @@ class SubmitRequest(_message.Message):
     SPEC_JSON_FIELD_NUMBER: _ClassVar[int]
     CANARY_FIELD_NUMBER: _ClassVar[int]
     SEQUENTIAL_FIELD_NUMBER: _ClassVar[int]
+    MAX_LEASED_TASKS_FIELD_NUMBER: _ClassVar[int]
     submission_id: str
     manifest_hashes: _containers.RepeatedScalarFieldContainer[str]
     route: str
@@ -120,7 +121,8 @@ class SubmitRequest(_message.Message):
     spec_json: str
     canary: CanarySettings
     sequential: SequentialSettings
-    def __init__(self, submission_id: _Optional[str] = ..., manifest_hashes: _Optional[_Iterable[str]] = ..., route: _Optional[str] = ..., batch_size: _Optional[int] = ..., max_attempts: _Optional[int] = ..., priority: _Optional[int] = ..., checkpoint: _Optional[str] = ..., labels_json: _Optional[str] = ..., execute_steps: _Optional[int] = ..., spec_json: _Optional[str] = ..., canary: _Optional[_Union[CanarySettings, _Mapping]] = ..., sequential: _Optional[_Union[SequentialSettings, _Mapping]] = ...) -> None: ...
+    max_leased_tasks: int
+    def __init__(self, submission_id: _Optional[str] = ..., manifest_hashes: _Optional[_Iterable[str]] = ..., route: _Optional[str] = ..., batch_size: _Optional[int] = ..., max_attempts: _Optional[int] = ..., priority: _Optional[int] = ..., checkpoint: _Optional[str] = ..., labels_json: _Optional[str] = ..., execute_steps: _Optional[int] = ..., spec_json: _Optional[str] = ..., canary: _Optional[_Union[CanarySettings, _Mapping]] = ..., sequential: _Optional[_Union[SequentialSettings, _Mapping]] = ..., max_leased_tasks: _Optional[int] = ...) -> None: ...
 
 class SequentialSettings(_message.Message):
     __slots__ = ("seed", "threshold", "precision", "paired_with", "margin", "cancel_leased")
@@ -413,7 +415,7 @@ class StateCounts(_message.Message):
     def __init__(self, pending: _Optional[int] = ..., leased: _Optional[int] = ..., succeeded: _Optional[int] = ..., failed: _Optional[int] = ..., cancelled: _Optional[int] = ..., total: _Optional[int] = ...) -> None: ...
 
 class SubmissionStatus(_message.Message):
-    __slots__ = ("submission_id", "route", "priority", "checkpoint", "created_at", "tasks", "episodes_planned", "episodes_completed", "episodes_succeeded", "spec_json", "canary", "paused", "sequential")
+    __slots__ = ("submission_id", "route", "priority", "checkpoint", "created_at", "tasks", "episodes_planned", "episodes_completed", "episodes_succeeded", "spec_json", "canary", "paused", "sequential", "max_leased_tasks")
     SUBMISSION_ID_FIELD_NUMBER: _ClassVar[int]
     ROUTE_FIELD_NUMBER: _ClassVar[int]
     PRIORITY_FIELD_NUMBER: _ClassVar[int]
@@ -427,6 +429,7 @@ class SubmissionStatus(_message.Message):
     CANARY_FIELD_NUMBER: _ClassVar[int]
     PAUSED_FIELD_NUMBER: _ClassVar[int]
     SEQUENTIAL_FIELD_NUMBER: _ClassVar[int]
+    MAX_LEASED_TASKS_FIELD_NUMBER: _ClassVar[int]
     submission_id: str
     route: str
     priority: int
@@ -440,7 +443,8 @@ class SubmissionStatus(_message.Message):
     canary: Canary
     paused: bool
     sequential: SequentialState
-    def __init__(self, submission_id: _Optional[str] = ..., route: _Optional[str] = ..., priority: _Optional[int] = ..., checkpoint: _Optional[str] = ..., created_at: _Optional[float] = ..., tasks: _Optional[_Union[StateCounts, _Mapping]] = ..., episodes_planned: _Optional[int] = ..., episodes_completed: _Optional[int] = ..., episodes_succeeded: _Optional[int] = ..., spec_json: _Optional[str] = ..., canary: _Optional[_Union[Canary, _Mapping]] = ..., paused: _Optional[bool] = ..., sequential: _Optional[_Union[SequentialState, _Mapping]] = ...) -> None: ...
+    max_leased_tasks: int
+    def __init__(self, submission_id: _Optional[str] = ..., route: _Optional[str] = ..., priority: _Optional[int] = ..., checkpoint: _Optional[str] = ..., created_at: _Optional[float] = ..., tasks: _Optional[_Union[StateCounts, _Mapping]] = ..., episodes_planned: _Optional[int] = ..., episodes_completed: _Optional[int] = ..., episodes_succeeded: _Optional[int] = ..., spec_json: _Optional[str] = ..., canary: _Optional[_Union[Canary, _Mapping]] = ..., paused: _Optional[bool] = ..., sequential: _Optional[_Union[SequentialState, _Mapping]] = ..., max_leased_tasks: _Optional[int] = ...) -> None: ...
 
 class CanarySettings(_message.Message):
     __slots__ = ("tasks", "pause")

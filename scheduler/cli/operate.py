@@ -73,6 +73,13 @@ def add_submission_commands(commands: Subcommands) -> None:
         help="actions of each policy chunk to execute before asking again, overriding the checkpoint's declared "
         "execute_steps (0: the whole chunk); part of the submission's definition",
     )
+    submit.add_argument(
+        "--max-leased",
+        type=int,
+        default=None,
+        metavar="N",
+        help="at most N of its tasks leased at once (a paired sequential submission shares its partner's cap)",
+    )
     sequential = submit.add_argument_group(
         "sequential evaluation (docs/sequential.md): claimed in a seeded random order, stopped once decided"
     )
@@ -159,6 +166,7 @@ _SPEC_FLAGS = (
     ("--submission-id", "submission_id"),
     ("--label", "label"),
     ("--execute-steps", "execute_steps"),
+    ("--max-leased", "max_leased"),
     ("--sequential-seed", "sequential_seed"),
     ("--threshold", "threshold"),
     ("--precision", "precision"),
@@ -166,6 +174,12 @@ _SPEC_FLAGS = (
     ("--margin", "margin"),
     ("--cancel-leased", "cancel_leased"),
 )
+
+
+def _max_leased(value: int | None) -> int:
+    if value is not None and value < 1:
+        raise UsageError(f"--max-leased {value} must be >= 1 (leave it out for no cap)")
+    return value or 0
 
 
 def _sequential(args: argparse.Namespace) -> pb.SequentialSettings | None:
@@ -225,6 +239,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
             labels=labels,
             execute_steps=args.execute_steps,
             sequential=_sequential(args),
+            max_leased_tasks=_max_leased(args.max_leased),
         )
     _print_submitted(args, response)
     return 0

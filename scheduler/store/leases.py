@@ -105,6 +105,48 @@ def _claim_order(row: sqlite3.Row) -> tuple[int, int, int, int]:
     return (-row["priority"], row["dispatch_group"], row["dispatch_rank"], row["seq"])
 
 
+# The pending rows of one (route, checkpoint, stack) that the claim index holds, and its order.
+_CLAIMABLE = (
+    "SELECT seq, priority, dispatch_group, dispatch_rank FROM tasks WHERE state = 'pending' AND held = 0"
+    " AND route = ? AND checkpoint = ? AND stack = ?"
+)
+_IN_GROUP_ORDER = "ORDER BY dispatch_group, dispatch_rank, seq LIMIT 1"
+
+
+def full_groups(conn: sqlite3.Connection) -> set[int]:
+    """The dispatch groups whose leased tasks reached their submission's cap (``max_leased``). Read
+    from the leased tasks alone (as many as the fleet has slots), so it costs a claim little."""
+    rows = conn.execute(
+        "SELECT t.dispatch_group AS grp, COUNT(*) AS leased, MAX(s.max_leased) AS cap FROM tasks t"
+        " JOIN submissions s ON s.id = t.submission_id WHERE t.state = 'leased' AND s.max_leased > 0"
+        " GROUP BY t.dispatch_group"
+    ).fetchall()
+    return {row["grp"] for row in rows if row["leased"] >= row["cap"]}
+
+
+def _head(conn: sqlite3.Connection, where: tuple[str, str, str], full: set[int]) -> sqlite3.Row | None:
+    """The first pending row of one (route, checkpoint, stack) outside the ``full`` groups. A full
+    group is stepped past with an index seek (the rest of its priority after it, else the next
+    priority down), never row by row: a capped submission of 100,000 tasks costs a claim a few
+    seeks, once per full group ahead of the row it finds."""
+    row: sqlite3.Row | None = conn.execute(
+        f"{_CLAIMABLE} ORDER BY priority DESC, dispatch_group, dispatch_rank, seq LIMIT 1", where
+    ).fetchone()
+    while row is not None and row["dispatch_group"] in full:
+        priority, group = row["priority"], row["dispatch_group"]
+        row = (
+            conn.execute(
+                f"{_CLAIMABLE} AND priority = ? AND dispatch_group > ? {_IN_GROUP_ORDER}",
+                (*where, priority, group),
+            ).fetchone()
+            or conn.execute(
+                f"{_CLAIMABLE} AND priority < ? ORDER BY priority DESC, dispatch_group, dispatch_rank, seq LIMIT 1",
+                (*where, priority),
+            ).fetchone()
+        )
+    return row
+
+
 def hold(conn: sqlite3.Connection, submission_id: str, paused: bool) -> None:
     """Marks all of a submission's tasks held (or not) as its ``paused`` flag says: held pending
     tasks are outside the claim index, and a leased one that returns to pending stays held."""
@@ -144,22 +186,19 @@ def claim(
     and no simulator stack or one in ``stacks`` (exactly: a task is never handed to a worker whose
     adapter would refuse its manifest's versions, so it waits, pending, for one that would not).
 
-    The best is the highest priority, then the oldest, of the submissions not paused. None when no
-    task is pending there; either way the worker counts as seen. The lease's ``episodes`` are only
+    The best is the highest priority, then the oldest, of the submissions not paused, past the
+    dispatch groups at their cap of tasks leased at once (``full_groups``). None when no task is
+    pending there; either way the worker counts as seen. The lease's ``episodes`` are only
     the task's episodes without a stored result, so a retried task resumes; its ``execute_steps``
     is the submission's override of the actions executed per chunk, unset when the checkpoint's
     applies.
     """
     best: sqlite3.Row | None = None
+    full = full_groups(conn)
     for route in dict.fromkeys(routes):
         for checkpoint in dict.fromkeys(["", *checkpoints]):
             for stack in dict.fromkeys(["", *stacks]):
-                row = conn.execute(
-                    "SELECT seq, priority, dispatch_group, dispatch_rank FROM tasks WHERE state = 'pending'"
-                    " AND held = 0 AND route = ? AND checkpoint = ? AND stack = ?"
-                    " ORDER BY priority DESC, dispatch_group, dispatch_rank, seq LIMIT 1",
-                    (route, checkpoint, stack),
-                ).fetchone()
+                row = _head(conn, (route, checkpoint, stack), full)
                 if row is not None and (best is None or _claim_order(row) < _claim_order(best)):
                     best = row
     if best is None:

@@ -100,6 +100,18 @@ class Submitted:
     episodes_total: int
 
 
+def _partners_cap(conn: sqlite3.Connection, partner: str, asked: int) -> int:
+    """The cap a paired submission takes: its partner's, which it shares (``asked`` 0 or equal)."""
+    (cap,) = conn.execute("SELECT max_leased FROM submissions WHERE id = ?", (partner,)).fetchone()
+    if asked and asked != cap:
+        raise InvalidArgument(
+            f"{asked} is not the cap of {partner!r} ({cap or 'none'}), whose tasks this comparison shares; "
+            "give 0 to take it",
+            field="max_leased_tasks",
+        )
+    return int(cap)
+
+
 def submit(
     conn: sqlite3.Connection,
     submission_id: str,
@@ -110,6 +122,7 @@ def submit(
     spec: str = "",
     canary: pb.CanarySettings | None = None,
     sequential: pb.SequentialSettings | None = None,
+    max_leased: int = 0,
 ) -> Submitted:
     """Creates the submission's tasks that do not exist yet, pending.
 
@@ -120,7 +133,9 @@ def submit(
     ``sequential``. The tasks are ranked in their dispatch order (``scheduler.store.dispatch``):
     a sequential submission's seeded random order, whose first ``canary.tasks`` tasks are the
     canary's; otherwise the canary's tasks (the first of each of up to ``canary.tasks`` manifests,
-    spread over them) ahead of the rest in manifest order.
+    spread over them) ahead of the rest in manifest order. ``max_leased`` caps the tasks of its
+    dispatch group leased at once (0: none); a paired sequential submission shares its partner's
+    group, so it takes the partner's cap and refuses another one.
     """
     row = conn.execute(
         "SELECT definition, canary, sequential FROM submissions WHERE id = ?", (submission_id,)
@@ -153,9 +168,11 @@ def submit(
             if sequential is not None
             else None
         )
+        if sequential is not None and sequential.paired_with:
+            max_leased = _partners_cap(conn, sequential.paired_with, max_leased)
         conn.execute(
             "INSERT INTO submissions (id, definition, route, checkpoint, priority, labels, created_at,"
-            " execute_steps, spec, canary, sequential) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " execute_steps, spec, canary, sequential, max_leased) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 submission_id,
                 definition.to_json(),
@@ -168,6 +185,7 @@ def submit(
                 spec,
                 store_canary.initial(canary),
                 store_sequential.to_json(state) if state is not None else "",
+                max_leased,
             ),
         )
         row = conn.execute("SELECT canary, sequential FROM submissions WHERE id = ?", (submission_id,)).fetchone()

@@ -123,6 +123,7 @@ def status(
                 canary=store_canary.read(sub["canary"]),
                 paused=bool(sub["paused"]),
                 sequential=store_sequential.read(sub["sequential"]),
+                max_leased_tasks=sub["max_leased"],
             )
         )
     response.tasks.CopyFrom(_state_counts(overall))

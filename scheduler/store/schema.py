@@ -28,7 +28,8 @@ submission's tasks share a group (the seq its first task got; a paired sequentia
 its partner's, so the two interleave) and are ranked within it (insertion order, or for a
 sequential submission its seeded random order, ``scheduler.store.dispatch``); tasks from before
 version 7 keep their seq as their group. A submission's ``sequential`` is its ``SequentialState``
-as JSON ('' when not sequential).
+as JSON ('' when not sequential). A submission's ``max_leased`` (version 8) caps its dispatch
+group's tasks leased at once (0: no cap); a claim steps past a group at its cap.
 
 A connection runs in WAL mode, so readers never wait for the writer; the one writer connection
 belongs to ``scheduler.writer``.
@@ -44,7 +45,7 @@ from evalfleet.scheduler_api.vocabulary import failure_reason_name
 from evalfleet.v1 import scheduler_pb2 as pb
 from manifests.stacks import stack_id
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 # Version 4's tables, created by upgrading from version 3 as in a new database.
 ARTIFACT_TABLES = """
@@ -96,7 +97,8 @@ CREATE TABLE IF NOT EXISTS submissions (
     spec TEXT NOT NULL DEFAULT '',
     canary TEXT NOT NULL DEFAULT '',
     paused INTEGER NOT NULL DEFAULT 0,
-    sequential TEXT NOT NULL DEFAULT ''
+    sequential TEXT NOT NULL DEFAULT '',
+    max_leased INTEGER NOT NULL DEFAULT 0
 );
 CREATE TABLE IF NOT EXISTS tasks (
     seq INTEGER PRIMARY KEY,
@@ -272,6 +274,8 @@ def initialize(conn: sqlite3.Connection) -> None:
                 _upgrade_from_5(conn)
             if version in (1, 2, 3, 4, 5, 6):
                 _upgrade_from_6(conn)
+            if version in (1, 2, 3, 4, 5, 6, 7):
+                _upgrade_from_7(conn)
             # Not executescript: it commits first, and the upgrade would not be one transaction.
             for statement in SCHEMA_STATEMENTS:
                 conn.execute(statement)
@@ -455,3 +459,9 @@ def _upgrade_from_6(conn: sqlite3.Connection) -> None:
     conn.execute("UPDATE tasks SET dispatch_group = seq, dispatch_rank = 0")
     conn.execute("UPDATE tasks SET held = 1 WHERE submission_id IN (SELECT id FROM submissions WHERE paused = 1)")
     conn.execute("DROP INDEX IF EXISTS tasks_claim_stack")
+
+
+def _upgrade_from_7(conn: sqlite3.Connection) -> None:
+    """Version 8 lets a submission cap its tasks leased at once; version 7's submissions had no cap."""
+    if "max_leased" not in {row["name"] for row in conn.execute("PRAGMA table_info(submissions)")}:
+        conn.execute("ALTER TABLE submissions ADD COLUMN max_leased INTEGER NOT NULL DEFAULT 0")
