@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from evalfleet.scheduler_api.vocabulary import Interval, wilson_interval
+from evalfleet.scheduler_api.vocabulary import Z_95, Interval, wilson_interval
 
 # A difference is called significant when its test's two-sided p is below this.
 ALPHA = 0.05
@@ -88,14 +88,19 @@ def _points(fraction: float) -> str:
     return f"{100.0 * fraction:+.1f}"
 
 
-def paired_difference(counts: PairedCounts) -> Difference | None:
-    """The paired comparison of B with A over episodes both completed; None when there is no pair."""
+def paired_difference(counts: PairedCounts, z: float = Z_95) -> Difference | None:
+    """The paired comparison of B with A over episodes both completed; None when there is no pair.
+
+    The interval is at the two-sided level of the normal quantile ``z`` (95% by default); a series
+    of comparisons passes a larger one for simultaneous intervals (``scheduler.series``). The test
+    does not depend on it.
+    """
     n = counts.pairs
     if n == 0:
         return None
     a_rate, b_rate = (counts.both + counts.a_only) / n, (counts.both + counts.b_only) / n
-    a_ci = wilson_interval(counts.both + counts.a_only, n)
-    b_ci = wilson_interval(counts.both + counts.b_only, n)
+    a_ci = wilson_interval(counts.both + counts.a_only, n, z)
+    b_ci = wilson_interval(counts.both + counts.b_only, n, z)
     assert a_ci is not None and b_ci is not None  # n > 0
     phi = _pair_correlation(counts)
     # Square-and-add: each side's distance to the bound that moves the difference the same way.

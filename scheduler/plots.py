@@ -7,7 +7,11 @@ and a first group with the overall rate per setting. The figure grows with the n
 left margin is measured from the rendered labels (names longer than ``LABEL_CHARS`` wrap at their
 underscores, so the name stays whole). The comparison chart has the same rows and draws, per task x
 setting, B's rate minus A's with its 95% interval (filled markers where the test finds the
-difference significant).
+difference significant). The series chart (``scheduler series``) is a learning curve instead: the
+submissions along the x axis in the order given, each rate with its 95% Wilson interval, the
+baseline marked (and, with a selection, the chosen submission's held-out rate beside its point),
+and below it each submission's difference from the baseline with its simultaneous interval
+(filled where Holm's adjusted p is below 5%).
 """
 
 from __future__ import annotations
@@ -23,9 +27,11 @@ from evalfleet.v1 import scheduler_pb2 as pb
 from scheduler import report, sequential_report
 from scheduler.differences import Difference
 from scheduler.report import Comparison
+from scheduler.series import Selection, Series
 
 # Characters per label line; a longer name wraps at its underscores.
 LABEL_CHARS = 48
+POINT_INCHES = 0.7  # one submission's column in the series chart
 BAR_INCHES = 0.2  # one bar's row
 PLOT_INCHES = 6.0  # the axes' width, labels come on top of it
 MARGIN_INCHES = 1.7  # title, legend and x label
@@ -209,6 +215,129 @@ def comparison_figure(comparison: Comparison) -> Any:
 
 def plot_comparison(path: Path, comparison: Comparison) -> None:
     _save(comparison_figure(comparison), path)
+
+
+def series_figure(series: Series, selection: Selection | None = None) -> Any:
+    """The learning curve of a series on top, each submission's difference from the baseline below."""
+    pyplot = _pyplot()
+    points, base = series.points, series.points[series.baseline]
+    xs = list(range(len(points)))
+    width = max(PLOT_INCHES + 3.0, POINT_INCHES * len(points) + 2.0)
+    figure = pyplot.figure(figsize=(width, 7.5), dpi=DPI, layout="constrained")
+    rates_axes, differences_axes = figure.subplots(2, 1, sharex=True, height_ratios=[3, 2])
+    incomplete = any(not point.summary.complete for point in points)
+    title = f"series of {len(points)} submissions, baseline {base.summary.submission_id}"
+    title += " (INCOMPLETE: some)" if incomplete else ""
+    level = f"{100.0 * series.interval_level:.4g}%"
+    title += (
+        f"\nsuccess rate, 95% Wilson intervals (each alone); difference from the baseline, {level} intervals"
+        f" (Bonferroni, {series.comparisons} comparisons)"
+    )
+    heading = figure.suptitle(title, fontsize=11)
+    colors = _colors(3)
+    rates = [100.0 * (success_rate(p.counts.succeeded, p.counts.completed) or 0.0) for p in points]
+    intervals = [p.interval for p in points]
+    lows = [rate - (100.0 * i.low if i else rate) for rate, i in zip(rates, intervals, strict=True)]
+    highs = [(100.0 * i.high if i else rate) - rate for rate, i in zip(rates, intervals, strict=True)]
+    rates_axes.errorbar(
+        xs,
+        rates,
+        yerr=[lows, highs],
+        fmt="-o",
+        color=colors[0],
+        markersize=4,
+        elinewidth=1.0,
+        capsize=3,
+        label="success rate, 95% Wilson interval",
+    )
+    rates_axes.plot(
+        [series.baseline],
+        [rates[series.baseline]],
+        "s",
+        color="#222222",
+        markersize=9,
+        markerfacecolor="none",
+        label=f"baseline: {base.label}",
+    )
+    for x, rate, high, point in zip(xs, rates, highs, points, strict=True):
+        count = f"{point.counts.succeeded}/{point.counts.completed}" if point.counts.completed else "n/a"
+        rates_axes.text(x, rate + high + 1.5, count, ha="center", fontsize=6.5)
+    if selection is not None:
+        _draw_held_out(rates_axes, series.points[selection.chosen].label, selection, colors[1])
+    rates_axes.set_ylim(0, 112)
+    rates_axes.set_yticks(range(0, 101, 10))
+    rates_axes.set_ylabel("success rate (%)")
+    rates_axes.grid(axis="y", color="#dddddd", linewidth=0.6)
+    rates_axes.set_axisbelow(True)
+    _draw_differences(differences_axes, series, colors[2])
+    differences_axes.set_xticks(xs, [wrap_label(p.label, 24) for p in points], rotation=30, ha="right", fontsize=8)
+    _legend(figure)
+    headings = [heading, *figure.legends]
+    renderer = figure.canvas.get_renderer()
+    needed = max(text.get_window_extent(renderer).width for text in headings) / figure.dpi + 0.4
+    figure.set_figwidth(max(width, needed))
+    return figure
+
+
+def _draw_held_out(axes: Any, chosen: str, selection: Selection, color: str) -> None:
+    """The chosen submission's held-out rate with its 95% interval, just right of its point: the
+    number to report, drawn apart from the curve's in-sample rates."""
+    held = selection.held_out
+    interval = wilson_interval(held.succeeded, held.completed)
+    if interval is None:
+        return
+    rate = 100.0 * held.succeeded / held.completed
+    x = selection.chosen + 0.18
+    label = (
+        f"{chosen}, chosen on {len(selection.split.selection)} manifests, on the {len(selection.split.held_out)}"
+        f" held out (seed {selection.split.seed}, fraction {selection.split.fraction:g}):"
+        f" {rate:.1f}% {interval_text(interval)} ({held.succeeded}/{held.completed})"
+    )
+    axes.errorbar(
+        [x],
+        [rate],
+        yerr=[[rate - 100.0 * interval.low], [100.0 * interval.high - rate]],
+        fmt="*",
+        color=color,
+        markersize=10,
+        elinewidth=1.0,
+        capsize=3,
+        label=label,
+    )
+
+
+def _draw_differences(axes: Any, series: Series, color: str) -> None:
+    """Each submission minus the baseline, simultaneous interval; filled where Holm rejects."""
+    reach = 0.0
+    for x, point in enumerate(series.points):
+        difference = point.difference
+        if x == series.baseline or difference is None:
+            axes.text(x, 0, "baseline" if x == series.baseline else "n/a", ha="center", va="bottom", fontsize=6.5)
+            continue
+        estimate, low, high = (100.0 * v for v in (difference.estimate, *difference.interval))
+        reach = max(reach, abs(low), abs(high))
+        axes.errorbar(
+            [x],
+            [estimate],
+            yerr=[[estimate - low], [high - estimate]],
+            fmt="o",
+            color=color,
+            markerfacecolor=color if point.significant else "white",
+            markersize=5,
+            elinewidth=1.0,
+            capsize=3,
+        )
+    axes.axhline(0, color="#444444", linewidth=0.8)
+    limit = min(100, max(20, 10 * math.ceil(reach / 10.0 + 0.02)))  # tens of points, past the widest
+    axes.set_ylim(-limit, limit)
+    axes.set_ylabel("minus baseline (points)")
+    axes.set_xlabel("filled: significant at 5% after Holm's correction; hollow: not")
+    axes.grid(axis="y", color="#dddddd", linewidth=0.6)
+    axes.set_axisbelow(True)
+
+
+def plot_series(path: Path, series: Series, selection: Selection | None = None) -> None:
+    _save(series_figure(series, selection), path)
 
 
 def _legend(figure: Any) -> None:

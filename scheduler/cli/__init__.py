@@ -6,7 +6,8 @@ server exits 1.
 
 One module per job: ``serve`` launches the server, ``run`` evaluates a spec on this machine with a
 fleet of its own, ``operate`` submits, follows and changes
-evaluations, ``results`` reads and compares them, ``artifacts`` downloads and collects episode
+evaluations, ``results`` reads and compares them, ``series`` reads the checkpoints of one run as a
+learning curve, ``artifacts`` downloads and collects episode
 files, ``manifests`` builds and checks sealed manifests offline, ``database`` backs the database up;
 ``common`` holds what they share (connection flags, exit codes, printing).
 """
@@ -23,7 +24,7 @@ import grpc
 from evalfleet.auth import CredentialError
 from evalfleet.scheduler_api.errors import SchedulerError
 from manifests import format as manifest_format
-from scheduler.cli import artifacts, database, manifests, operate, results, run, serve
+from scheduler.cli import artifacts, database, manifests, operate, results, run, series, serve
 from scheduler.cli.common import (
     EXIT_BAD_INPUT,
     EXIT_UNAVAILABLE,
@@ -77,6 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_commands(commands)
     operate.add_submission_commands(commands)
     results.add_commands(commands)
+    series.add_commands(commands)
     operate.add_task_commands(commands)
     artifacts.add_commands(commands)
     manifests.add_commands(commands)

@@ -9,11 +9,13 @@ subcommand), and opens its client with ``connect``. Machine-readable output goes
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
@@ -96,3 +98,13 @@ def print_json(value: Any) -> None:
 def console() -> Console:
     """Tables keep their columns when piped: a non-terminal gets a wide page, not 80 columns."""
     return Console() if sys.stdout.isatty() else Console(width=200)
+
+
+def plots_module() -> ModuleType:
+    """The plotting module (``--plot``), or a usage error naming the extra that provides matplotlib:
+    it is imported only when a chart is asked for."""
+    if importlib.util.find_spec("matplotlib") is None:
+        raise UsageError("--plot needs matplotlib: pip install 'evalfleet[plots]'")
+    from scheduler import plots
+
+    return plots

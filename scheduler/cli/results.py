@@ -13,10 +13,8 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import importlib.util
 from collections.abc import Iterable
 from pathlib import Path
-from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from rich.table import Table
@@ -32,7 +30,7 @@ from evalfleet.v1 import scheduler_pb2 as pb
 from manifests import format as manifest_format
 from scheduler import factors, provenance, report, sequential_report
 from scheduler import sequential as rules
-from scheduler.cli.common import UsageError, add_client_command, connect, console, print_json
+from scheduler.cli.common import UsageError, add_client_command, connect, console, plots_module, print_json
 from scheduler.differences import Difference
 from scheduler.results import results_document, write_results
 from scheduler.wire_json import counts_dict, message_dict
@@ -69,17 +67,8 @@ def add_commands(commands: Subcommands) -> None:
     )
 
 
-def _plots() -> ModuleType:
-    """The plotting module, or a usage error naming the extra that provides matplotlib."""
-    if importlib.util.find_spec("matplotlib") is None:
-        raise UsageError("--plot needs matplotlib: pip install 'evalfleet[plots]'")
-    from scheduler import plots
-
-    return plots
-
-
 def cmd_summary(args: argparse.Namespace) -> int:
-    plots = _plots() if args.plot else None
+    plots = plots_module() if args.plot else None
     with connect(args) as client:
         response = client.summary(args.submission)
         if args.out:
@@ -203,7 +192,7 @@ def _failures(failures: Iterable[pb.FailureCount]) -> str:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    plots = _plots() if args.plot else None
+    plots = plots_module() if args.plot else None
     with connect(args) as client:
         episodes = not args.unpaired
         a = client.summary(args.submission_a, include_episodes=episodes)
