@@ -372,3 +372,27 @@ def test_run_with_a_timeout_stops_everything_it_started_and_says_how_to_resume(
     assert tasks == 4
     bad = cli("run", str(write_spec(tmp_path, document)), "--timeout", "0")
     assert "--timeout 0.0 must be > 0" in one_line_refusal(bad)
+
+
+def test_a_run_that_its_sequential_rule_stops_is_done_and_says_so(tmp_path: Path, checkpoint_root: Path) -> None:
+    """`scheduler run` of a sequential spec on synthetic episodes that all succeed: the threshold is
+    decided long before the 60 episodes, the rest cancelled, exit 0, RESULTS.json without Wilson
+    bounds and with the verdict."""
+    output = tmp_path / "out"
+    document = {
+        "id": "decided",
+        "output": str(output),
+        "checkpoint": {"path": str(checkpoint_root / "syn")},
+        "benchmark": {"synthetic": {"episodes": 60, "mean_seconds": 0.05, "success_rate": 1.0}},
+        "batch_size": 1,
+        "max_leased_tasks": 1,
+        "canary": {"tasks": 0},
+        "sequential": {"seed": 3, "threshold": 0.5},
+        "fleet": {"workers": 1},
+    }
+    run = cli("run", str(write_spec(tmp_path, document)), timeout=240)
+    assert run.returncode == 0, run.stderr
+    assert "stopped by its sequential rule: rate at least 50.0%" in run.stderr, run.stderr
+    results = json.loads((output / "RESULTS.json").read_text())
+    assert results["sequential"]["verdict"] == "at_least" and results["overall"]["success_rate_low"] is None
+    assert results["overall"]["completed"] < 60 and results["sequential"]["cancelled_tasks"] > 0

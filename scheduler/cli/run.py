@@ -181,7 +181,8 @@ def _follow(client: SchedulerClient, submission_id: str, timeout: float | None, 
 
 
 def _write_results(plan: local_run.Plan, client: SchedulerClient, identity: policy_pb2.IdentityRecord) -> bool:
-    """The summary table, RESULTS.json, results.csv, the plot (with matplotlib) and kept videos."""
+    """The summary table, RESULTS.json, results.csv, the plot (with matplotlib) and kept videos; whether
+    the evaluation is done (every episode has a result, or its sequential rule stopped it)."""
     summary = client.summary(plan.spec_id)
     now = datetime.datetime.now(datetime.timezone.utc)
     document = results_document(summary, client.workers(), now, identity)
@@ -200,5 +201,7 @@ def _write_results(plan: local_run.Plan, client: SchedulerClient, identity: poli
         f"{overall['succeeded']}/{overall['completed']} episodes solved ({overall['planned']} planned); "
         f"{videos} video(s) in {plan.output / 'videos'}"
     )
-    complete: bool = document["complete"]
-    return complete
+    if summary.sequential.stopped_at:
+        _say(f"stopped by its sequential rule: {summary.sequential.words}")
+    # Done: every episode has a result, or the sequential rule decided and stopped the rest.
+    return bool(document["complete"] or summary.sequential.stopped_at)
