@@ -1,1 +1,2 @@
-"""The synthetic benchmark: seeded durations and successes, no simulator (`adapter`, `manifest`)."""
+"""The synthetic benchmark: seeded durations and successes (or outcomes a policy's declared skill
+decides), no simulator (`adapter`, `manifest`)."""

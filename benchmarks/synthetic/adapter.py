@@ -7,6 +7,16 @@ has taken all its steps. ``time_scale`` paces the steps in wall time (1.0: the e
 0.0: as fast as possible), so the worker, load tests and a makespan benchmark can run the same
 manifest at real or compressed speed and still predict the outcome exactly.
 
+A policy-decided entry (``outcomes="policy"``, a benchmarking device for comparing checkpoints)
+holds ``base_rate``, ``draw``, ``draw_shared`` and ``success_at`` instead of ``success``. Its outcome
+is decided at the first step, from the action the policy answered: ``action[0]`` is the policy's
+success-rate shift in [-1, 1] and ``action[1]`` its own draw for this episode in [0, 1) (the
+`synthetic-skill` backend answers both, from its sealed settings). The episode succeeds when the
+entry's draw (``draw_shared``) or else the policy's is below ``base_rate + shift`` (clipped to
+[0, 1]); a success then ends after ``success_at`` of its steps, a failure takes them all, so
+successes end earlier, as in a benchmark that stops an episode on success. Any other answer is a
+BenchmarkError naming the action's component: the manifest needs a policy that declares its skill.
+
 With ``artifact_bytes`` > 0 every episode also writes a file of that size (kind ``synthetic``) into
 ``artifact_dir`` and names it in its verdict, standing in for a video until the worker records
 them: the worker uploads it like any artifact. Its bytes start with the episode id and a random
@@ -85,6 +95,12 @@ class SyntheticBenchmark(Benchmark):
         """``cameras`` is not used: every observation carries the one camera, observed on every step."""
         entry = episode_entry(manifest, NAME, index)
         spec = _EntrySpec.parse(entry, f"episodes[{index}]")
+        if spec.policy is not None and self.action_dim < 2:
+            raise BenchmarkError(
+                f"a policy-decided entry reads the policy's shift and draw from action[0] and action[1]; "
+                f"this adapter's action_dim is {self.action_dim}",
+                field="action_dim",
+            )
         total = max(1, round(spec.duration_s * self.steps_per_second))
         return SyntheticEpisode(
             spec,
@@ -97,27 +113,90 @@ class SyntheticBenchmark(Benchmark):
         )
 
 
+# The fields of a policy-decided entry, which it has instead of ``success``.
+POLICY_FIELDS = ("base_rate", "draw", "draw_shared", "success_at")
+
+
 @dataclass(frozen=True)
 class _EntrySpec:
-    """The validated fields of one synthetic manifest entry."""
+    """The validated fields of one synthetic manifest entry: ``success`` when the manifest fixes
+    it, else ``policy`` (what decides it with the policy's answer)."""
 
     episode_id: str
     duration_s: float
     success: bool
     seed: int
+    policy: _PolicyDraws | None = None
 
     @classmethod
     def parse(cls, entry: dict[str, Any], where: str) -> _EntrySpec:
         duration = entry.get("duration_s")
         if isinstance(duration, bool) or not isinstance(duration, (int, float)) or not duration >= 0:
             raise BenchmarkError(f"must be a number >= 0, got {duration!r}", field=f"{where}.duration_s")
-        success = entry.get("success")
-        if not isinstance(success, bool):
-            raise BenchmarkError(f"must be true or false, got {success!r}", field=f"{where}.success")
         seed = entry.get("seed")
         if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
             raise BenchmarkError(f"must be an integer >= 0, got {seed!r}", field=f"{where}.seed")
+        if any(name in entry for name in POLICY_FIELDS):
+            if "success" in entry:
+                raise BenchmarkError(
+                    f"a policy-decided entry ({', '.join(POLICY_FIELDS)}) has no fixed success",
+                    field=f"{where}.success",
+                )
+            return cls(entry["episode_id"], float(duration), False, seed, _PolicyDraws.parse(entry, where))
+        success = entry.get("success")
+        if not isinstance(success, bool):
+            raise BenchmarkError(f"must be true or false, got {success!r}", field=f"{where}.success")
         return cls(entry["episode_id"], float(duration), success, seed)
+
+
+@dataclass(frozen=True)
+class _PolicyDraws:
+    """What a policy-decided entry fixes of its outcome (the module's docstring); the policy's
+    shift and own draw complete it."""
+
+    base_rate: float
+    draw: float
+    draw_shared: bool
+    success_at: float
+
+    @classmethod
+    def parse(cls, entry: dict[str, Any], where: str) -> _PolicyDraws:
+        base_rate = _number(entry, "base_rate", where, 0.0, 1.0, "within [0, 1]")
+        draw = _number(entry, "draw", where, 0.0, 1.0, "in [0, 1)", below_high=True)
+        success_at = _number(entry, "success_at", where, 0.0, 1.0, "in (0, 1]", above_low=True)
+        shared = entry.get("draw_shared")
+        if not isinstance(shared, bool):
+            raise BenchmarkError(f"must be true or false, got {shared!r}", field=f"{where}.draw_shared")
+        return cls(base_rate, draw, shared, success_at)
+
+    def probability(self, shift: float) -> float:
+        """The episode's success probability for a policy of this shift."""
+        return min(1.0, max(0.0, self.base_rate + shift))
+
+    def decide(self, shift: float, own_draw: float) -> bool:
+        """Success: the deciding draw (the entry's when shared, else the policy's) is below it."""
+        return (self.draw if self.draw_shared else own_draw) < self.probability(shift)
+
+
+def _number(
+    entry: dict[str, Any],
+    name: str,
+    where: str,
+    low: float,
+    high: float,
+    words: str,
+    *,
+    above_low: bool = False,
+    below_high: bool = False,
+) -> float:
+    """Entry field ``name`` as a float within [low, high] (ends excluded as asked), else a
+    BenchmarkError naming the field: the adapter never runs an entry it cannot read exactly."""
+    value = entry.get(name)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
+        raise BenchmarkError(f"must be a number {words}, got {value!r}", field=f"{where}.{name}")
+    if (above_low and value == low) or (below_high and value == high):
+        raise BenchmarkError(f"must be a number {words}, got {value!r}", field=f"{where}.{name}")
+    return float(value)
 
 
 class SyntheticEpisode(Episode):
@@ -141,6 +220,10 @@ class SyntheticEpisode(Episode):
         self._step_wall_s = step_wall_s
         self._image_size = image_size
         self._steps = 0
+        # The step the episode ends at: the step limit, or for a policy-decided success, earlier.
+        self._end_step = total_steps
+        # A policy-decided episode's outcome and its probability, once the first action decided it.
+        self._decided: tuple[bool, float] | None = None
         self._started_at: float | None = None
         self._trace = TraceDigest()
         self._artifact_bytes = artifact_bytes
@@ -149,6 +232,8 @@ class SyntheticEpisode(Episode):
 
     def reset(self) -> Observation:
         self._steps = 0
+        self._end_step = self.max_steps
+        self._decided = None
         self._trace = TraceDigest()
         self._started_at = time.monotonic()
         return self._observe()
@@ -161,6 +246,8 @@ class SyntheticEpisode(Episode):
         action = np.asarray(action, dtype=np.float64)
         if action.shape != (self.action_dim,) or not np.all(np.isfinite(action)):
             raise ValueError(f"action must be {self.action_dim} finite numbers, got shape {action.shape}")
+        if self._spec.policy is not None and self._decided is None:
+            self._decide(self._spec.policy, action)
         self._steps += 1
         # Pacing against the episode's start (not the previous step) keeps the total on time.
         delay = self._started_at + self._steps * self._step_wall_s - time.monotonic()
@@ -168,16 +255,39 @@ class SyntheticEpisode(Episode):
             time.sleep(delay)
         return self._observe()
 
+    def _decide(self, draws: _PolicyDraws, action: Action) -> None:
+        """Decides a policy-decided episode from the first action: its outcome, and so its length."""
+        shift, own_draw = float(action[0]), float(action[1])
+        if not -1.0 <= shift <= 1.0:
+            raise BenchmarkError(
+                f"must be the policy's success-rate shift in [-1, 1] (a `synthetic-skill` checkpoint "
+                f"answers it), got {shift!r}",
+                field="action[0]",
+            )
+        if not 0.0 <= own_draw < 1.0:
+            raise BenchmarkError(f"must be the policy's own draw in [0, 1), got {own_draw!r}", field="action[1]")
+        success = draws.decide(shift, own_draw)
+        self._decided = (success, draws.probability(shift))
+        if success:
+            self._end_step = max(1, round(self.max_steps * draws.success_at))
+
     @property
     def done(self) -> bool:
-        return self._steps >= self.max_steps
+        return self._steps >= self._end_step
 
     def result(self) -> EpisodeVerdict:
+        info: dict[str, Any] = {"duration_s": self._spec.duration_s, "planned_steps": self.max_steps}
+        if self._spec.policy is None:
+            success = self._spec.success
+        else:
+            success = self._decided is not None and self._decided[0]
+            if self._decided is not None:
+                info["success_probability"] = self._decided[1]
         return EpisodeVerdict(
-            success=self._spec.success and self.done,
+            success=success and self.done,
             steps=self._steps,
             trace_digest=self._trace.hexdigest(),
-            info={"duration_s": self._spec.duration_s, "planned_steps": self.max_steps},
+            info=info,
             artifacts=self._write_artifact(),
         )
 

@@ -19,6 +19,7 @@ BUILTIN = {
     "history-echo": "inference_server.backends.reference:history_echo",
     "flat-cost": "inference_server.backends.reference:flat_cost",
     "seeded-random": "inference_server.backends.reference:seeded_random",
+    "synthetic-skill": "inference_server.backends.reference:synthetic_skill",
     "vla": "inference_server.backends.vla:load",
     "libero-oracle": "inference_server.backends.oracle:oracle",
     # Runs from .venv-lerobot (make lerobot-venv): LeRobot pins its own torch and numpy.

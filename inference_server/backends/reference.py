@@ -8,6 +8,13 @@
 - `seeded-random`: uniform random commands in [-scale, scale] from a generator seeded by (its
   settings' `seed`, the episode id, the step): a random policy whose chunks do not depend on
   batching, timing or which server answers (`scripts/bench/libero.py`).
+- `synthetic-skill`: a benchmarking device for the synthetic benchmark's policy-decided manifests
+  (`benchmarks.synthetic.manifest`, ``outcomes="policy"``): every command of an episode is
+  [`success_shift`, its own draw, 0, ...], from which the adapter decides the episode's outcome.
+  The shift is the checkpoint's declared skill (its success rate minus the task's base rate); the
+  draw, uniform in [0, 1) from (its settings' `seed`, the episode id), stands in for the policy's
+  own randomness, so two checkpoints of equal skill but different seeds still disagree on the
+  episodes their seed does not fix (`scripts/bench/sequential.py`).
 
 Their manifest settings declare the contract: `cameras`, `state`, `action_dim`, `chunk_length`
 and optionally `action_dtype` (`inference_server.backends.contract.NumpyBackend`); `deterministic`
@@ -26,6 +33,7 @@ import numpy.typing as npt
 from inference_server.backends.contract import (
     DEFAULT_ACTION_DTYPE,
     Actions,
+    BackendError,
     History,
     NumpyBackend,
     Observation,
@@ -115,6 +123,55 @@ class SeededRandomBackend(NumpyBackend):
         )
 
 
+# A `synthetic-skill` draw is a multiple of 2^-24 below 1: exact in float32, the default action dtype.
+DRAW_BITS = 24
+
+
+def skill_draw(seed: int, episode_id: str) -> float:
+    """A `synthetic-skill` checkpoint's own draw for an episode: uniform in [0, 1), a pure function
+    of (seed, episode id), exact in float32 (so the adapter reads the value the policy drew)."""
+    digest = hashlib.sha256(f"{seed}:{episode_id}".encode()).digest()
+    return (int.from_bytes(digest[:8], "big") >> (64 - DRAW_BITS)) / (1 << DRAW_BITS)
+
+
+def skill_chunk(shift: float, draw: float, chunk_length: int, action_dim: int, dtype: str) -> Actions:
+    """Every row [shift, draw, 0, ...]: what the synthetic adapter reads from the first action."""
+    chunk = np.zeros((chunk_length, action_dim), dtype=np.float64)
+    chunk[:, 0], chunk[:, 1] = shift, draw
+    return chunk.astype(dtype)
+
+
+class SyntheticSkillBackend(NumpyBackend):
+    """Declares its skill to the synthetic adapter (the module's docstring); refuses settings it
+    cannot declare, naming the setting, before the server opens its port."""
+
+    def __init__(self, checkpoint: Checkpoint) -> None:
+        super().__init__(checkpoint)
+        shift = self.settings.get("success_shift", 0.0)
+        if isinstance(shift, bool) or not isinstance(shift, (int, float)) or not -1.0 <= shift <= 1.0:
+            raise BackendError(f"settings.success_shift: must be a number in [-1, 1], got {shift!r}")
+        seed = self.settings.get("seed", 0)
+        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+            raise BackendError(f"settings.seed: must be an integer >= 0, got {seed!r}")
+        if self.action_dim < 2:
+            raise BackendError(f"settings.action_dim: the shift and the draw need 2 components, got {self.action_dim}")
+        self.shift, self.seed = float(shift), seed
+
+    def act(self, observations: Sequence[Observation], histories: Sequence[History]) -> Actions:
+        return np.stack(
+            [
+                skill_chunk(
+                    self.shift,
+                    skill_draw(self.seed, h.episode.episode_id),
+                    self.chunk_length,
+                    self.action_dim,
+                    self.action_dtype,
+                )
+                for h in histories
+            ]
+        )
+
+
 def noop(checkpoint: Checkpoint, options: RuntimeOptions) -> NoopBackend:
     return NoopBackend(checkpoint)
 
@@ -133,3 +190,7 @@ def flat_cost(checkpoint: Checkpoint, options: RuntimeOptions) -> FlatCostBacken
 
 def seeded_random(checkpoint: Checkpoint, options: RuntimeOptions) -> SeededRandomBackend:
     return SeededRandomBackend(checkpoint)
+
+
+def synthetic_skill(checkpoint: Checkpoint, options: RuntimeOptions) -> SyntheticSkillBackend:
+    return SyntheticSkillBackend(checkpoint)
