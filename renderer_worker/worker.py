@@ -17,7 +17,11 @@ or ``Release`` when the worker is shutting down, which also hands back a task le
 Files the episodes produced (videos) are uploaded on a thread of their own (``uploads.py``), under
 the lease that ran them, while the next episodes run. A task whose episodes have all ended is ended
 once its uploads are done, since the scheduler refuses an upload from a lease that has ended; its
-slots meanwhile go to the next task.
+slots meanwhile go to the next task. Such a task holds a lease but no slot, so the worker holds at
+most ``HELD_PER_SLOT`` tasks per slot: without a bound, uploads that fall behind (a slow link, a
+saturated machine whose events queue up) let it take lease after lease, up to hundreds for 8 slots
+in one benchmark, which the fleet's other workers, a submission's cap and a sequential stop see as
+work in flight.
 """
 
 from __future__ import annotations
@@ -45,6 +49,9 @@ from renderer_worker.task_lifecycle import Action, Complete, Drop, Fail, HeldTas
 from renderer_worker.uploads import Uploader, UploadsDone
 
 log = logging.getLogger(__name__)
+
+# Tasks held per episode slot at most: one running, one waiting for its uploads.
+HELD_PER_SLOT = 2
 
 T = TypeVar("T")
 
@@ -105,6 +112,7 @@ class Worker:
         self._manifests: dict[str, Manifest] = {}
         self._keeper: LeaseKeeper | None = None
         self._next_claim_at = 0.0
+        self._said_held_back = False  # the held-tasks bound's log line, once each time it holds claims back
         self._stopping = False
         self._grace_deadline = float("inf")
 
@@ -195,10 +203,22 @@ class Worker:
         return sum(task.startable for task in self._tasks.values())
 
     def _claim_while_slots_idle(self) -> None:
-        while self._startable() < self._idle_slots() and time.monotonic() >= self._next_claim_at:
+        self._say_if_held_back()
+        while self._has_free_slot() and time.monotonic() >= self._next_claim_at:
             if not self._claim_one():
                 self._next_claim_at = time.monotonic() + self.config.poll_seconds
                 return
+
+    def _say_if_held_back(self) -> None:
+        """Logs, once each time it starts, that slots idle because the bound on held tasks is reached."""
+        held_back = self._startable() < self._idle_slots() and not self._below_held_bound()
+        if held_back and not self._said_held_back:
+            log.info(
+                "holding %d tasks for %d slots, some waiting for their uploads: no claim until one ends",
+                len(self._tasks),
+                len(self._runners),
+            )
+        self._said_held_back = held_back
 
     def _claim_one(self) -> bool:
         """Claims one task this worker can serve now. False when there is none (or no scheduler)."""
@@ -431,8 +451,12 @@ class Worker:
         return claim_request(self.config.worker_id, self.config.routes, checkpoints, self.config.stacks)
 
     def _has_free_slot(self) -> bool:
-        """Whether the worker would claim now: a slot its held tasks cannot fill, and no stop under way."""
-        return not self._stop_requested() and self._startable() < self._idle_slots()
+        """Whether the worker would claim now: a slot its held tasks cannot fill, fewer tasks held than
+        its bound, and no stop under way."""
+        return not self._stop_requested() and self._startable() < self._idle_slots() and self._below_held_bound()
+
+    def _below_held_bound(self) -> bool:
+        return len(self._tasks) < HELD_PER_SLOT * len(self._runners)
 
     def _stop_requested(self) -> bool:
         """True from the moment a stop is requested (a signal handler sets the grace deadline)."""

@@ -140,3 +140,22 @@ def test_the_next_task_is_claimed_and_run_while_an_upload_is_pending(
         (stored,) = client.task(task.task_id).episodes
         (artifact,) = stored.artifacts  # uploaded under the lease whose result is stored
         assert artifact.fencing_token == stored.fencing_token and _download(client, artifact.sha256) in written
+
+
+def test_tasks_waiting_for_uploads_bound_what_the_worker_claims(start_scheduler, start_policy, start_worker, tmp_path):
+    """Tasks waiting for their uploads hold leases but no slot: with every upload held, a one-slot
+    worker holds two tasks (one waiting, one run) and claims no third until one ends."""
+    scheduler = start_scheduler("--lease-seconds", "30")
+    client = scheduler.client()
+    policy = start_policy("syn")
+    manifest = build_synthetic(4, seed=17, mean_seconds=0.5, sigma=0.01)
+    client.submit([manifest], "synthetic", batch_size=1, submission_id="bounded", checkpoint=_digest(policy.address))
+    with HoldingProxy(scheduler.address) as proxy:
+        proxy.hold_uploads()
+        worker = start_worker(proxy.address, [policy.address], *_artifact_options(tmp_path / "files"), worker_id="w")
+        worker.wait_for_line(lambda line: "holding 2 tasks for 1 slots" in line, 60)
+        status = client.status("bounded").tasks
+        assert (status.leased, status.pending, status.succeeded) == (2, 2, 0), status
+        proxy.release_uploads()
+        wait_until(lambda: client.status("bounded").tasks.succeeded == 4, 60, "every task done")
+    assert all(task.attempts == 1 for task in client.tasks(selector("bounded")).tasks)
