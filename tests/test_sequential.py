@@ -7,6 +7,7 @@ interval collapsing to the manifest's rate at the end, the running intersection 
 
 from __future__ import annotations
 
+import heapq
 import math
 import random
 
@@ -171,3 +172,76 @@ def test_paired_rules_say_which_is_better_equivalent_or_final() -> None:
     ends = sequential.paired_status(sequential.Bounds(1025, 1025, 1000), close, 30.0, 1000, PairedRule(margin=0.05))
     assert ends.verdict == "final" and ends.words.startswith("B better than A (exact McNemar at the end"), ends
     assert ends.words.endswith("; within +-5.0 points")
+
+
+def completion_order(durations: list[float], slots: int) -> list[int]:
+    """The order episodes finish in when ``slots`` run them in index order, each slot taking the next
+    episode as soon as it is free."""
+    free = [0.0] * slots
+    ends = []
+    for index, duration in enumerate(durations):
+        start = heapq.heappop(free)
+        ends.append((start + duration, index))
+        heapq.heappush(free, start + duration)
+    return [index for _, index in sorted(ends)]
+
+
+def test_read_in_dispatch_order_a_policy_below_the_threshold_is_not_called_above_it() -> None:
+    """The completion-order trap, simulated: successes end first, so the first results to finish are
+    mostly successes. The same rule decides "at least 50%" for a 40% policy on most runs when fed
+    results as they complete, and on at most alpha of them when fed in the (random) dispatch order."""
+    rng = random.Random(3)
+    replicates, runs, wrong_dispatch, wrong_completion = 200, 0, 0, 0
+    rule = RateRule(threshold=0.5)
+    for _ in range(replicates):
+        outcomes = [int(rng.random() < p) for p in manifest(rng, tasks=12, episodes=10, mean=0.4)]
+        if sum(outcomes) >= len(outcomes) / 2:
+            continue  # this manifest's own rate is at least 50%: "at least" would be right
+        runs += 1
+        rng.shuffle(outcomes)  # the dispatch order
+        # A success takes 10-50% of the step limit, a failure all of it; 32 slots, each taking the
+        # next task in dispatch order as it comes free.
+        durations = [rng.uniform(0.1, 0.5) if success else 1.0 for success in outcomes]
+        completion = completion_order(durations, slots=32)
+        for order, counter in ((range(len(outcomes)), "dispatch"), (completion, "completion")):
+            sequence, successes = TotalSequence(len(outcomes), 1, len(outcomes), 0.05), 0
+            for seen, index in enumerate(order, start=1):
+                successes += outcomes[index]
+                status = sequential.rate_status(
+                    sequence.observe(outcomes[index], 1), seen, successes, len(outcomes), rule
+                )
+                if status.verdict:
+                    break
+            if status.verdict == "at_least":
+                if counter == "dispatch":
+                    wrong_dispatch += 1
+                else:
+                    wrong_completion += 1
+    assert runs > 100 and wrong_dispatch / runs <= 0.05, (runs, wrong_dispatch)
+    assert wrong_completion / runs >= 0.5, (runs, wrong_completion)
+
+
+def test_simulated_paired_difference_interval_covers_the_manifests_difference() -> None:
+    """The paired comparison's sequence (units add n + B's successes - A's, capacity 2n) misses the
+    full run's difference, at any time, on at most alpha of seeded runs with heterogeneous tasks."""
+    rng = random.Random(23)
+    replicates, misses, alpha = 150, 0, 0.1
+    for _ in range(replicates):
+        probabilities = manifest(rng, tasks=10, episodes=8, mean=0.55)
+        shared = [rng.random() for _ in probabilities]
+        a = [int(u < p) for u, p in zip(shared, probabilities, strict=True)]
+        b = [
+            int((u if rng.random() < 0.4 else rng.random()) < min(1.0, p + 0.1))
+            for u, p in zip(shared, probabilities, strict=True)
+        ]
+        values = [1 + y - x for x, y in zip(a, b, strict=True)]
+        total = sum(values)
+        rng.shuffle(values)
+        sequence = TotalSequence(len(values), 2, 2 * len(values), alpha)
+        missed = False
+        for value in values:
+            bounds = sequence.observe(value, 2)
+            missed = missed or not bounds.low <= total <= bounds.high
+        assert (bounds.low, bounds.high) == (total, total)
+        misses += missed
+    assert misses / replicates <= alpha, misses
