@@ -1,8 +1,8 @@
 """The broken-setup canary on real LIBERO episodes, through `scheduler run`: the scripted oracle
 must never trip it; the same oracle with a deliberate setup mistake (actions scaled to nothing or
-ten times too wide for the range it declares it was trained on, the state's components shuffled)
-must, with the evidence in the run's output and `scheduler status`, and a spec asking for it
-pauses the submission until it is cancelled.
+ten times too wide for the range it declares it was trained on, its images upside down, the
+state's components shuffled) must, with the evidence in the run's output and `scheduler status`,
+and a spec asking for it pauses the submission until it is cancelled.
 
 All runs share one manifest set (libero_object tasks 0-1, one trial each, the preset's step limit,
 so the oracle can succeed), built by the first and copied into the others' output folders.
@@ -96,6 +96,18 @@ def test_the_oracle_never_trips_the_canary_and_broken_setups_do(tmp_path: Path) 
     signatures = [finding["signature"] for finding in verdict["findings"]]
     assert "actions_outside_statistics" in signatures and "actions_saturated" not in signatures, verdict
     assert "actions_outside_statistics: in each episode at least" in wide.stdout
+
+    # Images turned upside down before the policy reads them: an image-reading stand-in (the oracle
+    # perceiving up from its camera, tests/broken_oracle_backend.py) never solves the task.
+    flipped_doc = canary_document(tmp_path, "flipped", {"breakage": "images_flipped"}, pause=False)
+    shutil.copytree(tmp_path / "healthy" / "manifests", tmp_path / "flipped" / "manifests")
+    flipped = cli("run", str(write_spec(tmp_path, flipped_doc)), timeout=600, env=PLUGIN_ENV)
+    assert flipped.returncode == 0, flipped.stderr[-3000:]
+    verdict = canary_of(tmp_path / "flipped", "flipped")
+    assert verdict["verdict"] == "broken" and verdict["findings"][0]["signature"] == "no_success", verdict
+    assert "flipped: canary BROKEN over 2 episodes: no_success: none of the 2 canary episodes succeeded" in (
+        flipped.stdout
+    )
 
     # The state's components shuffled, and the spec asks for a pause: the run waits, paused.
     shuffled_doc = canary_document(tmp_path, "shuffled", {"breakage": "state_shuffled"}, pause=True)
