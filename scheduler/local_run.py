@@ -284,8 +284,11 @@ def _built_manifests(folder: Path) -> list[manifest_format.Manifest] | None:
 
 
 def prepare_manifests(plan: Plan) -> list[manifest_format.Manifest]:
-    """The spec's manifests: built now (then listed in BUILT.json) or read back as built before."""
-    built = _built_manifests(plan.manifests)
+    """The spec's manifests: built now (then listed in BUILT.json) or read back as built before. A
+    RoboTwin subset is imported every time (it is quick): its package is verified against its
+    checksums on each run, and a changed package changes the manifests, which the submission refuses."""
+    robotwin = plan.loaded.spec.benchmark.robotwin
+    built = None if robotwin is not None and robotwin.subset is not None else _built_manifests(plan.manifests)
     if built is not None:
         return built
     manifests = _build(plan)
@@ -301,6 +304,8 @@ def _build(plan: Plan) -> list[manifest_format.Manifest]:
     benchmark = plan.loaded.spec.benchmark
     if benchmark.synthetic is not None:
         return [build_synthetic(**benchmark.synthetic.model_dump())]
+    if benchmark.robotwin is not None and benchmark.robotwin.subset is not None:
+        return _import_subset(plan.loaded, benchmark.robotwin.subset)
     manifests: list[manifest_format.Manifest] = []
     module = _builder(plan.loaded)
     for args in _builder_arguments(plan):
@@ -309,6 +314,16 @@ def _build(plan: Plan) -> list[manifest_format.Manifest]:
         except BenchmarkError as exc:
             raise plan.loaded.error(spec_key(benchmark.route, exc.field), exc.message) from None
     return manifests
+
+
+def _import_subset(loaded: LoadedSpec, subset: str) -> list[manifest_format.Manifest]:
+    """A published RoboTwin subset package, verified and imported as `manifest import robotwin-subset` does."""
+    from benchmarks.robotwin.subset import import_subset
+
+    try:
+        return import_subset(loaded.resolve(subset))
+    except (manifest_format.ManifestError, BenchmarkError) as exc:
+        raise loaded.error("benchmark.robotwin.subset", str(exc)) from None
 
 
 def _builder(loaded: LoadedSpec) -> ModuleType:
@@ -331,13 +346,7 @@ def _builder_arguments(plan: Plan) -> Iterator[argparse.Namespace]:
             yield argparse.Namespace(suite=suite, jobs=0, **options)
         return
     robotwin = benchmark.robotwin
-    assert robotwin is not None
-    if robotwin.subset is not None:
-        raise plan.loaded.error(
-            "benchmark.robotwin.subset",
-            "a spec cannot import a subset yet; import it with `scheduler manifest import robotwin-subset`",
-        )
-    assert robotwin.root is not None
+    assert robotwin is not None and robotwin.root is not None
     yield argparse.Namespace(
         robotwin_root=plan.loaded.resolve(robotwin.root),
         tasks=robotwin.tasks,

@@ -8,6 +8,7 @@ needed. `scheduler run` itself, with real LIBERO episodes, is tests/test_schedul
 from __future__ import annotations
 
 import json
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -19,6 +20,7 @@ import yaml
 from procs import cli, one_line_refusal
 from run_specs import write_spec
 
+from benchmarks.robotwin.subset import import_subset
 from evalfleet.v1 import scheduler_pb2 as pb
 from scheduler import spec
 
@@ -396,3 +398,37 @@ def test_a_run_that_its_sequential_rule_stops_is_done_and_says_so(tmp_path: Path
     results = json.loads((output / "RESULTS.json").read_text())
     assert results["sequential"]["verdict"] == "at_least" and results["overall"]["success_rate_low"] is None
     assert results["overall"]["completed"] < 60 and results["sequential"]["cancelled_tasks"] > 0
+
+
+def test_a_spec_imports_a_robotwin_subset_where_it_is_submitted(
+    tmp_path: Path, scheduler: Any, checkpoint_root: Path
+) -> None:
+    """`submit --spec` of a spec naming a RoboTwin subset package (the checksummed double): its
+    manifests are the importer's, verified on every submit; a tampered package is one line naming
+    the key, and nothing is submitted."""
+    package = tmp_path / "subset"
+    shutil.copytree(Path(__file__).parent / "doubles" / "robotwin_subset", package)
+    document = {
+        "id": "subset-eval",
+        "output": str(tmp_path / "out"),
+        "checkpoint": {"path": str(checkpoint_root / "syn")},
+        "benchmark": {"robotwin": {"subset": str(package)}},
+        "batch_size": 2,
+    }
+    path = write_spec(tmp_path, document)
+    submitted = cli("submit", "--spec", str(path), "--server", scheduler.address)
+    assert submitted.returncode == 0, submitted.stderr
+    imported = import_subset(package)
+    status = json.loads(cli("--server", scheduler.address, "status", "subset-eval", "--json").stdout)
+    assert status["episodes_planned"] == sum(len(m.episodes) for m in imported)
+    summary = json.loads(cli("--server", scheduler.address, "summary", "subset-eval", "--json").stdout)
+    assert sorted(m["manifest_hash"] for m in summary["manifests"]) == sorted(m.hash for m in imported)
+
+    episodes = package / "episodes.jsonl"
+    episodes.write_text(episodes.read_text().replace('"seed": ', '"seed": 1', 1))
+    refused = one_line_refusal(cli("submit", "--spec", str(path), "--server", scheduler.address))
+    assert "benchmark.robotwin.subset: episodes.jsonl: sha256 is" in refused, refused
+    assert [
+        s["submission_id"]
+        for s in json.loads(cli("--server", scheduler.address, "status", "--json").stdout)["submissions"]
+    ] == ["subset-eval"]
