@@ -26,6 +26,7 @@ from evalfleet.auth import CredentialError, read_token
 from evalfleet.channels import read_tls_ca
 from evalfleet.scheduler_api.client import SchedulerClient, default_address
 from evalfleet.scheduler_api.errors import SchedulerError
+from manifests.overlays import StackError
 from manifests.stacks import installed_stacks
 from renderer_worker import device as render_device
 from renderer_worker import stacks as worker_stacks
@@ -153,7 +154,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             check_available()
         elif args.video_every_step:
             raise ValueError("--video-every-step needs --video failures or all")
-    except (render_device.DeviceError, CredentialError, ValueError, VideoError, worker_stacks.StackError) as exc:
+    except (render_device.DeviceError, CredentialError, ValueError, VideoError, StackError) as exc:
         print(f"renderer-worker: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     device.apply()

@@ -40,6 +40,7 @@ from benchmarks.synthetic.manifest import build_synthetic
 from evalfleet.scheduler_api.client import SchedulerClient, selector
 from evalfleet.v1 import scheduler_pb2 as pb
 from manifests import format as manifest_format
+from manifests import overlays
 from scheduler.spec import (
     LoadedSpec,
     SpecError,
@@ -155,6 +156,11 @@ def make_plan(loaded: LoadedSpec, output: Path | None = None) -> Plan:
             "a run's scheduler holds its own submission only: submit both evaluations to one fleet "
             "with `scheduler submit --spec`",
         )
+    if loaded.spec.fleet.stack is not None:
+        try:
+            overlays.overlay(loaded.spec.fleet.stack)
+        except overlays.StackError as exc:
+            raise loaded.error("fleet.stack", str(exc)) from None
     out = Path(os.path.abspath(output or loaded.output))
     manifests = out / "manifests" / definition_key(_manifest_definition(loaded))
     built = _built_manifests(manifests)
@@ -306,6 +312,9 @@ def _build(plan: Plan) -> list[manifest_format.Manifest]:
         return [build_synthetic(**benchmark.synthetic.model_dump())]
     if benchmark.robotwin is not None and benchmark.robotwin.subset is not None:
         return _import_subset(plan.loaded, benchmark.robotwin.subset)
+    stack = plan.loaded.spec.fleet.stack
+    if benchmark.libero is not None and stack is not None:
+        return _build_on_stack(plan, stack)
     manifests: list[manifest_format.Manifest] = []
     module = _builder(plan.loaded)
     for args in _builder_arguments(plan):
@@ -314,6 +323,40 @@ def _build(plan: Plan) -> list[manifest_format.Manifest]:
         except BenchmarkError as exc:
             raise plan.loaded.error(spec_key(benchmark.route, exc.field), exc.message) from None
     return manifests
+
+
+def _build_on_stack(plan: Plan, stack: str) -> list[manifest_format.Manifest]:
+    """LIBERO manifests built under the stack the workers run (``fleet.stack``): a manifest pins the
+    stack it was built under and is claimed only by workers on that stack, so the build runs as
+    `scheduler manifest build libero` in a process on the stack's overlay (``manifests.overlays``)."""
+    try:
+        env = {**os.environ, "PYTHONPATH": overlays.python_path(stack, os.environ)}
+    except overlays.StackError as exc:
+        raise plan.loaded.error("fleet.stack", str(exc)) from None
+    manifests: list[manifest_format.Manifest] = []
+    with tempfile.TemporaryDirectory(prefix="evalfleet-stack-build-") as folder:
+        for number, args in enumerate(_builder_arguments(plan)):
+            out = Path(folder) / str(number)
+            argv = [sys.executable, "-m", "scheduler.cli", "manifest", "build", "libero", "--out", str(out)]
+            run = subprocess.run([*argv, *_flags(args)], env=env, capture_output=True, text=True)
+            if run.returncode != 0:
+                said = (run.stderr.strip().splitlines() or ["no output"])[-1]
+                raise plan.loaded.error("fleet.stack", f"building the manifests on it failed: {said}")
+            # One line per manifest, in the builder's order: "<hash>  <path>  (...)".
+            paths = [line.split()[1] for line in run.stdout.splitlines() if line.strip()]
+            manifests.extend(manifest_format.read(path) for path in paths)
+    return manifests
+
+
+def _flags(args: argparse.Namespace) -> list[str]:
+    """The command line that parses to ``args`` (``--name value``; a true boolean is ``--name``)."""
+    flags: list[str] = []
+    for name, value in vars(args).items():
+        flag = "--" + name.replace("_", "-")
+        if value is None or value is False:
+            continue
+        flags += [flag] if value is True else [flag, str(value)]
+    return flags
 
 
 def _import_subset(loaded: LoadedSpec, subset: str) -> list[manifest_format.Manifest]:

@@ -15,17 +15,19 @@ import importlib.util
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 from dashboard_proc import call, start_with_dashboard
 from procs import cli, submit_libero, wait_settled, wait_until
 from prometheus_client.parser import text_string_to_metric_families
+from run_specs import oracle_document, write_spec
 from test_libero_e2e import libero_checkpoint
 
 from evalfleet.v1 import scheduler_pb2 as pb
 from manifests import format as manifest_format
+from manifests.overlays import overlay, stacks_dir
 from manifests.stacks import installed_stacks, stack_id
-from renderer_worker.stacks import overlay, stacks_dir
 
 if importlib.util.find_spec("libero") is None and os.environ.get("EVALFLEET_REQUIRE_LIBERO") != "1":
     pytest.skip("LIBERO is not installed (scripts/install_libero.sh)", allow_module_level=True)
@@ -40,6 +42,16 @@ pytestmark = [pytest.mark.slow, pytest.mark.libero, pytest.mark.timeout(600)]
 
 CAMERA = 64
 MAX_STEPS = 3
+
+
+def changed_stack(document: dict[str, Any], stack: str) -> dict[str, Any]:
+    """The spec with another fleet.stack and an output of its own."""
+    return {
+        **document,
+        "id": "other-stack",
+        "output": document["output"] + "-other",
+        "fleet": {**document["fleet"], "stack": stack},
+    }
 
 
 def _empty_claims(url: str) -> float:
@@ -105,3 +117,26 @@ def test_a_manifest_runs_only_on_the_stack_it_was_built_under(start_scheduler, t
     assert list(workers["there"].stacks) == [needed]
     assert json.loads(workers["there"].versions_json)["mujoco"] == "3.2.3"
     assert f"stacks {needed}" in Path(other.log_path).read_text()
+
+
+def test_scheduler_run_builds_and_runs_on_the_specs_stack(tmp_path: Path) -> None:
+    """`scheduler run` with `fleet.stack`: the manifests are built in a process on the stack's
+    overlay, so they pin the stack its workers run, and the episode runs there (MuJoCo 3.2.3)."""
+    output = tmp_path / "out"
+    document = oracle_document(tmp_path, "on-stack", output, tasks="0", trials=1, max_steps=MAX_STEPS)
+    document["fleet"] = {"workers": 1, "stack": STACK}
+    document["video"] = "none"
+    run = cli("run", str(write_spec(tmp_path, document)), timeout=500)
+    assert run.returncode == 0, run.stderr[-3000:]
+    results = json.loads((output / "RESULTS.json").read_text())
+    assert results["overall"]["completed"] == 1, results["overall"]
+    ((worker),) = results["workers"]
+    assert worker["versions"]["mujoco"] == "3.2.3", worker
+    (manifest_path,) = [p for p in (output / "manifests").rglob("*.json") if p.name != "BUILT.json"]
+    manifest = manifest_format.read(manifest_path)
+    assert manifest.data["versions"]["mujoco"] == "3.2.3"
+    assert stack_id("libero", manifest.data["versions"]) != installed_stacks()[0]
+    unbuilt = changed_stack(document, "no-such-stack")
+    refused = cli("run", str(write_spec(tmp_path, unbuilt)), "--dry-run")
+    assert refused.returncode == 2 and "fleet.stack: --stack no-such-stack: not built in" in refused.stderr
+    assert not Path(unbuilt["output"]).exists()
