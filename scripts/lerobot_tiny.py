@@ -225,6 +225,13 @@ TOKENIZER_FOLDER = "tokenizer"
 XVLA_ENV_STEPS = ("XVLAImageToFloatProcessorStep", "XVLAImageNetNormalizeProcessorStep", "XVLAAddDomainIdProcessorStep")
 
 
+def refuse_non_finite(policy: torch.nn.Module) -> None:
+    """A tiny checkpoint must hold finite weights, as a trained one does."""
+    bad = [name for name, p in policy.named_parameters() if p.is_floating_point() and not torch.isfinite(p).all()]
+    if bad:
+        raise SystemExit(f"lerobot_tiny: non-finite weights after the build: {', '.join(bad)}")
+
+
 def build_xvla(folder: Path, seed: int, size: tuple[int, int], benchmark: str = "libero") -> None:
     """A tiny X-VLA with LIBERO features; the BART-style tokenizer (byte-level BPE with BART's special
     tokens) in folder/tokenizer. LeRobot reads `tokenizer_name` against the working directory, so the
@@ -272,6 +279,11 @@ def build_xvla(folder: Path, seed: int, size: tuple[int, int], benchmark: str = 
         output_features={"action": PolicyFeature(type=FeatureType.ACTION, shape=(XVLA_ACTION_DIM,))},
     )
     policy = XVLAPolicy(config)
+    # Florence-2 allocates its image projection with torch.empty and no _init_weights branch covers a
+    # bare Parameter: left alone, the saved weights are whatever memory held (at times NaN, which
+    # made X-VLA's rotation conversion fail on CI). Drawn from the seeded RNG, the build is repeatable.
+    torch.nn.init.normal_(policy.model.vlm.image_projection, std=0.02)
+    refuse_non_finite(policy)
     preprocessor, postprocessor = make_pre_post_processors(config)
     # As lerobot/xvla-libero on the hub (lerobot issue #2954): its policy preprocessor lacks the X-VLA
     # image and domain steps, which LeRobot's X-VLA LIBERO env preprocessor applies; kept, LeRobot's

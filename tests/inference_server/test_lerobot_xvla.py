@@ -85,6 +85,13 @@ def test_the_tiny_xvla_names_its_tokenizer_relative_to_the_folder(
     assert xvla_settings["state"] == {"feature": "observation.state", "layout": "xvla_libero"}
 
 
+def test_the_tiny_xvla_build_is_repeatable(lerobot_python: Path, tiny_xvla: Path, tmp_path: Path) -> None:
+    """Built again, the weights are the same bytes: Florence-2's image projection (torch.empty in
+    LeRobot) is drawn from the seeded RNG, not left as whatever memory held, which was NaN at times."""
+    again = build_tiny(lerobot_python, tmp_path / "xvla", "--policy", "xvla", "--size", str(CAMERA))
+    assert (again / "model.safetensors").read_bytes() == (tiny_xvla / "model.safetensors").read_bytes()
+
+
 def test_concurrent_xvla_sessions_are_one_batch_equal_to_lerobot_row_by_row(
     lerobot_python: Path, tiny_xvla: Path, xvla_settings: dict[str, Any], tmp_path: Path
 ) -> None:
