@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from procs import cli, one_line_refusal
+from test_results_report import CELLS, PNG_MAGIC
 
 from benchmarks.synthetic.manifest import build_synthetic
 from evalfleet.scheduler_api.client import SchedulerClient
@@ -25,13 +26,6 @@ from manifests.format import Manifest
 
 stats = pytest.importorskip("scipy.stats", reason="the reference values come from scipy (pip install evalfleet[test])")
 pytestmark = pytest.mark.timeout(180)
-PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-CELLS = [
-    ("open_drawer", "clean"),
-    ("open_drawer", "randomized"),
-    ("stack_blocks", "clean"),
-    ("stack_blocks", "randomized"),
-]
 EPISODES = 10
 Outcome = Callable[[int, int], bool]  # (manifest position in CELLS, episode index) -> success
 
