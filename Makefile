@@ -49,9 +49,9 @@ lerobot-venv: $(LEROBOT_STAMP)
 
 stacks: $(STACK_STAMPS)
 
-# LIBERO for the lerobot virtualenv, so that lerobot-eval itself runs LIBERO episodes on evalfleet's
-# simulator stack (requirements/lerobot-libero.txt says why): an overlay put on the path only there,
-# by scripts/proofs/lerobot_eval_recorded.py. Not part of `make test` (docs/reproducing.md says why).
+# LIBERO for the lerobot virtualenv, so that lerobot-eval itself runs LIBERO episodes on the `lerobot`
+# preset's simulator stack (requirements/lerobot-libero.txt says why): an overlay put on the path only
+# there, by scripts/proofs/lerobot_eval_recorded.py; the closed-loop test runs it.
 LEROBOT_LIBERO ?= .venv-lerobot-libero
 LEROBOT_LIBERO_STAMP := $(LEROBOT_LIBERO)/.evalfleet-installed
 $(LEROBOT_LIBERO_STAMP): requirements/lerobot-libero.txt scripts/install_stack.sh $(LEROBOT_STAMP)
@@ -77,12 +77,12 @@ iproute2:
 	@command -v ip >/dev/null || [ "$$(id -u)" != 0 ] || \
 		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iproute2 >/dev/null)
 
-# LIBERO, the lerobot virtualenv and the simulator stacks are installed above, so their tests must
+# LIBERO, the lerobot virtualenv (and its LIBERO overlay) and the simulator stacks are installed above, so their tests must
 # run, not skip.
 # TEST_JOBS pytest processes (xdist), each taking whole test files; 1 runs the suite in one.
 TEST_JOBS ?= 2
-test: $(INSTALL_STAMP) $(LEROBOT_STAMP) $(STACK_STAMPS) /usr/bin/chromium /usr/sbin/slurmctld iproute2
-	EVALFLEET_REQUIRE_LIBERO=1 EVALFLEET_REQUIRE_STACKS=1 EVALFLEET_REQUIRE_SLURM=1 EVALFLEET_LEROBOT_PYTHON=$(LEROBOT_PY) $(PY) -m pytest -n $(TEST_JOBS) --dist loadfile --durations=30
+test: $(INSTALL_STAMP) $(LEROBOT_STAMP) $(LEROBOT_LIBERO_STAMP) $(STACK_STAMPS) /usr/bin/chromium /usr/sbin/slurmctld iproute2
+	EVALFLEET_REQUIRE_LIBERO=1 EVALFLEET_REQUIRE_STACKS=1 EVALFLEET_REQUIRE_SLURM=1 EVALFLEET_LEROBOT_PYTHON=$(LEROBOT_PY) EVALFLEET_LEROBOT_LIBERO=$(LEROBOT_LIBERO) $(PY) -m pytest -n $(TEST_JOBS) --dist loadfile --durations=30
 
 # The core in a few minutes: everything but the tests that need LIBERO, chromium, network namespaces or SLURM
 # (pytest markers in pyproject.toml). CI runs `make test`; this is for iterating.

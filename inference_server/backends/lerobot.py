@@ -701,9 +701,14 @@ class LeRobotBackend:
         return Observation(step=0, images=images, state=state)
 
     def _images(self, observations: Sequence[Observation], camera: CameraMap) -> torch.Tensor:
-        """uint8 HWC, upright -> float CHW in [0, 1] at the policy's input size."""
+        """uint8 HWC, upright -> float CHW in [0, 1] at the policy's input size.
+
+        Made contiguous as LeRobot's `preprocess_observation` makes it: a permuted view is
+        channels-last in memory, for which torch's CPU convolutions take another kernel, and the
+        chunk then differs from lerobot-eval's by a few float32 ulps, enough to move a LIBERO
+        trajectory (tests/inference_server/test_lerobot_eval_closed_loop.py)."""
         stacked = torch.from_numpy(np.stack([o.images[camera.spec.name] for o in observations]))
-        images = stacked.permute(0, 3, 1, 2).to(torch.float32) / 255.0
+        images = stacked.permute(0, 3, 1, 2).contiguous().to(torch.float32) / 255.0
         if tuple(images.shape[-2:]) != camera.size:
             images = TF.resize(images, list(camera.size), antialias=True)
         return images
