@@ -14,7 +14,11 @@ same bytes. A short step limit ends every trial here, so where each ends is comp
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -24,6 +28,8 @@ if importlib.util.find_spec("libero") is None and os.environ.get("EVALFLEET_REQU
 if importlib.util.find_spec("vla_eval") is None:
     pytest.skip("vla-eval is not installed (the `remote` extra)", allow_module_level=True)
 
+from manifests.overlays import overlay, stacks_dir
+from scripts.common.command import REPO
 from scripts.proofs.libero_openloop import WAIT_STEPS, compare_task, differences, main, policy_action
 
 pytestmark = [pytest.mark.slow, pytest.mark.libero]
@@ -53,6 +59,32 @@ def test_an_openpi_trial_is_vla_evals_trial_byte_for_byte(suite: str, task: int,
     if suite == "libero_spatial":
         assert any(any(t.touched[WAIT_STEPS:]) for t in harness), "the gripper touched the stove"
     assert len({t.observations[-1]["images.agentview"] for t in harness}) == trials, "each trial is its own"
+
+
+VLA_EVAL_STACK = "mujoco-3.2.3_robosuite-1.4.0"  # vla-eval's LIBERO docker stack
+
+
+@pytest.mark.timeout(900)
+def test_an_openpi_trial_is_vla_evals_trial_on_vla_evals_own_stack_too(tmp_path: Path) -> None:
+    """The same comparison, both sides on vla-eval's MuJoCo 3.2.3 + robosuite 1.4.0 (the overlay a
+    worker's ``--stack`` puts first on the path), in a process of its own: libero_spatial 0, whose
+    gripper reaches the stove, two trials."""
+    if not (stacks_dir() / VLA_EVAL_STACK / ".evalfleet-installed").is_file():
+        if os.environ.get("EVALFLEET_REQUIRE_STACKS") == "1":
+            raise RuntimeError(f"stack {VLA_EVAL_STACK} is not built although make test builds it")
+        pytest.skip(f"stack {VLA_EVAL_STACK} is not built (make stacks)")
+    out = tmp_path / "openloop.json"
+    argv = ["--suites", "libero_spatial", "--tasks", "0", "--trials", "2", "--max-steps", str(STEPS), "--out", str(out)]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(overlay(VLA_EVAL_STACK)), str(REPO)])}
+    done = subprocess.run(
+        [sys.executable, "-m", "scripts.proofs.libero_openloop", *argv],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=800,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    summary = json.loads(out.read_text())
+    assert (summary["stack"]["mujoco"], summary["stack"]["robosuite"]) == ("3.2.3", "1.4.0")
+    assert summary["identical"] == 2 and summary["policy_steps"] == 2 * STEPS
+    assert summary["trials_that_touched"] >= 1
 
 
 def test_the_policy_is_a_function_of_task_trial_and_step() -> None:
