@@ -106,7 +106,7 @@ def run(record: Path, lerobot_eval_argv: Sequence[str]) -> None:
 
     def traced_step(env: Any, action: Any) -> Any:
         result = control_step(env, action)
-        if (trace := episodes[-1].trace) is not None:
+        if episodes and (trace := episodes[-1].trace) is not None:
             add_state(trace, env)
         return result
 

@@ -36,6 +36,7 @@ STACK = "mujoco-3.2.3_robosuite-1.4.0"  # the `lerobot` preset's robosuite, a Mu
 CAMERA = 256  # the preset's (lerobot 0.4.4's LiberoEnv default)
 SUITE, TASK, EPISODES, STEPS = "libero_object", 0, 2, 12
 SEED = 1000  # lerobot-eval's --seed default, the preset's
+WAIT_STEPS = 10  # LiberoEnv's num_steps_wait, the preset's
 
 
 @pytest.fixture(scope="module")
@@ -107,6 +108,6 @@ def test_lerobot_eval_and_evalfleet_run_the_same_episodes_bit_for_bit(
     ]
     assert sorted(ours) == list(range(EPISODES))
     for k, episode in enumerate(harness):
-        assert len(episode["actions"]) == 10 + STEPS  # the wait steps, then the policy's
+        assert len(episode["actions"]) == WAIT_STEPS + STEPS  # the wait steps, then the policy's
         assert ours[k] == (episode["success"], episode["policy_steps"], episode["trace_digest"]), f"episode {k}"
     assert harness[0]["trace_digest"] != harness[1]["trace_digest"]
