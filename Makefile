@@ -77,8 +77,8 @@ iproute2:
 	@command -v ip >/dev/null || [ "$$(id -u)" != 0 ] || \
 		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iproute2 >/dev/null)
 
-# LIBERO, the lerobot virtualenv (and its LIBERO overlay) and the simulator stacks are installed above, so their tests must
-# run, not skip.
+# LIBERO, the lerobot virtualenv (and its LIBERO overlay) and the simulator stacks are installed
+# above, so their tests must run, not skip.
 # TEST_JOBS pytest processes (xdist), each taking whole test files; 1 runs the suite in one.
 TEST_JOBS ?= 2
 test: $(INSTALL_STAMP) $(LEROBOT_STAMP) $(LEROBOT_LIBERO_STAMP) $(STACK_STAMPS) /usr/bin/chromium /usr/sbin/slurmctld iproute2

@@ -15,6 +15,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from evalfleet.local_fleet import WORKER_LINE, policy_argv, scheduler_argv, wait_serving, worker_argv
 from evalfleet.processes import ServiceProcess, free_port, wait_until
 from evalfleet.scheduler_api.client import SchedulerClient
@@ -132,3 +134,14 @@ def wait_settled(client: SchedulerClient, submission_id: str, timeout: float) ->
         return tasks.succeeded + tasks.failed == tasks.total
 
     wait_until(settled, timeout, f"every task of {submission_id} settled", period=0.5)
+
+
+def require_built(folder: Path, make_target: str) -> Path:
+    """``folder``, an overlay ``make_target`` builds (it holds ``.evalfleet-installed`` once built).
+    Without it the caller's tests skip, or fail under ``make test``, which builds every one and says
+    so with EVALFLEET_REQUIRE_STACKS=1. Usable at module level too."""
+    if not (folder / ".evalfleet-installed").is_file():
+        if os.environ.get("EVALFLEET_REQUIRE_STACKS") == "1":
+            raise RuntimeError(f"{folder} is not built although make test builds it ({make_target})")
+        pytest.skip(f"{folder} is not built ({make_target})", allow_module_level=True)
+    return folder

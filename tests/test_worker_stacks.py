@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 from dashboard_proc import call, start_with_dashboard
-from procs import cli, submit_libero, wait_settled, wait_until
+from procs import cli, require_built, submit_libero, wait_settled, wait_until
 from prometheus_client.parser import text_string_to_metric_families
 from run_specs import oracle_document, write_spec
 from test_libero_e2e import libero_checkpoint
@@ -33,10 +33,7 @@ if importlib.util.find_spec("libero") is None and os.environ.get("EVALFLEET_REQU
     pytest.skip("LIBERO is not installed (scripts/install_libero.sh)", allow_module_level=True)
 
 STACK = "mujoco-3.2.3_robosuite-1.4.1"
-if not (stacks_dir() / STACK / ".evalfleet-installed").is_file():
-    if os.environ.get("EVALFLEET_REQUIRE_STACKS") == "1":
-        raise RuntimeError(f"stack {STACK} is not built in {stacks_dir()} although make test builds it")
-    pytest.skip(f"stack {STACK} is not built (make stacks)", allow_module_level=True)
+require_built(stacks_dir() / STACK, "make stacks")
 
 pytestmark = [pytest.mark.slow, pytest.mark.libero, pytest.mark.timeout(600)]
 

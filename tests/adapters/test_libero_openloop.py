@@ -28,6 +28,8 @@ if importlib.util.find_spec("libero") is None and os.environ.get("EVALFLEET_REQU
 if importlib.util.find_spec("vla_eval") is None:
     pytest.skip("vla-eval is not installed (the `remote` extra)", allow_module_level=True)
 
+from procs import require_built
+
 from manifests.overlays import overlay, stacks_dir
 from scripts.common.command import REPO
 from scripts.proofs.libero_openloop import WAIT_STEPS, compare_task, differences, main, policy_action
@@ -69,10 +71,7 @@ def test_an_openpi_trial_is_vla_evals_trial_on_vla_evals_own_stack_too(tmp_path:
     """The same comparison, both sides on vla-eval's MuJoCo 3.2.3 + robosuite 1.4.0 (the overlay a
     worker's ``--stack`` puts first on the path), in a process of its own: libero_spatial 0, whose
     gripper reaches the stove, two trials."""
-    if not (stacks_dir() / VLA_EVAL_STACK / ".evalfleet-installed").is_file():
-        if os.environ.get("EVALFLEET_REQUIRE_STACKS") == "1":
-            raise RuntimeError(f"stack {VLA_EVAL_STACK} is not built although make test builds it")
-        pytest.skip(f"stack {VLA_EVAL_STACK} is not built (make stacks)")
+    require_built(stacks_dir() / VLA_EVAL_STACK, "make stacks")
     out = tmp_path / "openloop.json"
     argv = ["--suites", "libero_spatial", "--tasks", "0", "--trials", "2", "--max-steps", str(STEPS), "--out", str(out)]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(overlay(VLA_EVAL_STACK)), str(REPO)])}

@@ -23,14 +23,14 @@ from typing import Any
 
 import pytest
 from lerobot_helpers import NEEDS_LEROBOT, NEEDS_LIBERO, backend_settings, build_tiny
-from procs import cli
+from procs import cli, require_built
 from run_specs import write_spec
 
 from manifests.overlays import stacks_dir
+from scripts.common.command import REPO
 
 pytestmark = [NEEDS_LEROBOT, NEEDS_LIBERO, pytest.mark.libero, pytest.mark.slow]
 
-REPO = Path(__file__).resolve().parents[2]
 OVERLAY = Path(os.environ.get("EVALFLEET_LEROBOT_LIBERO", REPO / ".venv-lerobot-libero"))
 STACK = "mujoco-3.2.3_robosuite-1.4.0"  # the `lerobot` preset's robosuite, a MuJoCo its range admits
 CAMERA = 256  # the preset's (lerobot 0.4.4's LiberoEnv default)
@@ -41,12 +41,8 @@ WAIT_STEPS = 10  # LiberoEnv's num_steps_wait, the preset's
 
 @pytest.fixture(scope="module")
 def overlay() -> Path:
-    built = [OVERLAY / ".evalfleet-installed", stacks_dir() / STACK / ".evalfleet-installed"]
-    if not all(stamp.is_file() for stamp in built):
-        if os.environ.get("EVALFLEET_REQUIRE_STACKS") == "1":
-            raise RuntimeError(f"{OVERLAY} or stack {STACK} is not built although make test builds them")
-        pytest.skip("make lerobot-libero stacks has not run")
-    return OVERLAY
+    require_built(stacks_dir() / STACK, "make stacks")
+    return require_built(OVERLAY, "make lerobot-libero")
 
 
 def lerobot_eval(python: Path, overlay: Path, policy: Path, work: Path) -> list[dict[str, Any]]:
