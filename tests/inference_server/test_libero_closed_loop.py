@@ -11,6 +11,11 @@ requests step for step and score the same success per episode.
   openpi-client's image tools and client) against the real openpi-server
   (`openpi_hash_policy.py`, float64 actions), then evalfleet's openpi dialect on the same manifest.
 
+Each runs twice: on evalfleet's own stack (MuJoCo 2.3.7, robosuite 1.4.0), and on the stack the
+harness itself ran (vla-eval's MuJoCo 3.2.3 + robosuite 1.4.0, openpi's MuJoCo 3.2.3 + robosuite
+1.4.1; the overlays `make stacks` builds): there the harness's process runs on the overlay, the
+manifests are built on it and evalfleet's worker is started with `--stack`.
+
 A request's digest covers every byte of it, and the actions are drawn from the digest, so one
 differing bit in any observation (an image, the state, the prompt) moves every step after it: equal
 request sequences mean both sides ran the same trials, bit for bit, through their transports.
@@ -24,15 +29,17 @@ import os
 import sqlite3
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 import request_digest
-from procs import cli, wait_settled
+from procs import cli, require_built, wait_settled
 
 from evalfleet.processes import ServiceProcess, free_port
 from inference_server.checkpoint import seal
+from manifests.overlays import python_path, stacks_dir
 
 if importlib.util.find_spec("libero") is None and os.environ.get("EVALFLEET_REQUIRE_LIBERO") != "1":
     pytest.skip("LIBERO is not installed (scripts/install_libero.sh)", allow_module_level=True)
@@ -60,18 +67,42 @@ STATE_ENTRIES = [
 VLAEVAL_ONLY = {"controller_states"}
 
 
+# The stacks the harnesses ran (their presets' records); None: evalfleet's own environment's.
+OWN_STACK = "mujoco-2.3.7_robosuite-1.4.0"
+VLAEVAL_STACK = "mujoco-3.2.3_robosuite-1.4.0"
+OPENPI_STACK = "mujoco-3.2.3_robosuite-1.4.1"
+
+
+def on_stack(stack: str | None) -> dict[str, str]:
+    """The environment of a process on ``stack`` (its overlay first on the path), rendering on the CPU."""
+    if stack is None:
+        return {**os.environ, "MUJOCO_GL": "osmesa"}
+    require_built(stacks_dir() / stack, "make stacks")
+    return {**os.environ, "MUJOCO_GL": "osmesa", "PYTHONPATH": python_path(stack, os.environ)}
+
+
 @pytest.fixture(scope="module")
-def manifests(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def manifests_on(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str | None], Path]:
     """openpi's trials (seed 7 once per task, trials in order, 10 wait steps, 256 pixels): the
-    stream vla-eval's LIBERO benchmark runs unsharded too."""
-    out = tmp_path_factory.mktemp("manifests")
-    run = cli(
-        "manifest", "build", "libero", "--protocol", "openpi", "--suite", SUITE, "--tasks", str(TASK),
-        "--trials", str(TRIALS), "--max-steps", str(MAX_STEPS), "--out", str(out), "--jobs", "1",
-        env={"MUJOCO_GL": "osmesa"}, timeout=300,
-    )  # fmt: skip
-    assert run.returncode == 0, run.stderr
-    return out
+    stream vla-eval's LIBERO benchmark runs unsharded too; built on the stack given, once each."""
+    built: dict[str | None, Path] = {}
+
+    def build(stack: str | None) -> Path:
+        if stack not in built:
+            out = tmp_path_factory.mktemp("manifests")
+            run = cli(
+                "manifest", "build", "libero", "--protocol", "openpi", "--suite", SUITE, "--tasks", str(TASK),
+                "--trials", str(TRIALS), "--max-steps", str(MAX_STEPS), "--out", str(out), "--jobs", "1",
+                env=on_stack(stack), timeout=300,
+            )  # fmt: skip
+            assert run.returncode == 0, run.stderr
+            # Built, as the harness then runs, on the stack named.
+            versions = json.loads(next(out.glob("*.json")).read_text())["versions"]
+            assert f"mujoco-{versions['mujoco']}_robosuite-{versions['robosuite']}" == (stack or OWN_STACK)
+            built[stack] = out
+        return built[stack]
+
+    return build
 
 
 def hash_server(script: str, log: Path, record: Path, *args: str) -> ServiceProcess:
@@ -85,10 +116,17 @@ def hash_server(script: str, log: Path, record: Path, *args: str) -> ServiceProc
 
 
 def run_evalfleet(
-    scheduler: Any, start_policy: Any, start_worker: Any, root: Path, epoch: str, manifests: Path
+    scheduler: Any,
+    start_policy: Any,
+    start_worker: Any,
+    root: Path,
+    epoch: str,
+    manifests: Path,
+    stack: str | None,
 ) -> dict[str, tuple[int, bool, int]]:
-    """The manifests through evalfleet's real services, one episode at a time (one worker, one
-    slot, in manifest order); each episode's (trial, success, steps) by its manifest episode id."""
+    """The manifests through evalfleet's real services, one episode at a time (one worker on
+    ``stack``, one slot, in manifest order); each episode's (trial, success, steps) by its
+    manifest episode id."""
     policy = start_policy(epoch, root=root)
     run = cli(
         "submit", "--server", scheduler.address, "--route", "libero", "--batch-size", "1", "--policy-server",
@@ -96,7 +134,8 @@ def run_evalfleet(
         "--manifest", *(str(p) for p in sorted(manifests.glob("*.json"))),
     )  # fmt: skip
     assert run.returncode == 0, run.stderr
-    start_worker(scheduler.address, [policy.address], "--routes", "libero", worker_id="cl0")
+    on = ("--stack", stack) if stack else ()
+    start_worker(scheduler.address, [policy.address], "--routes", "libero", *on, worker_id="cl0")
     wait_settled(scheduler.client(), "closed-loop", 600)
     summary = scheduler.client().summary("closed-loop")
     assert summary.complete and summary.episodes_completed == TRIALS, summary
@@ -190,9 +229,16 @@ def vlaeval_settings(url: str) -> dict[str, Any]:
     }
 
 
+@pytest.mark.parametrize("stack", [None, VLAEVAL_STACK], ids=["evalfleet-stack", "vla-eval-stack"])
 def test_vla_eval_run_and_evalfleet_send_the_same_requests_step_for_step(
-    manifests: Path, scheduler: Any, tmp_path: Path, start_policy: Any, start_worker: Any
+    stack: str | None,
+    manifests_on: Callable[[str | None], Path],
+    scheduler: Any,
+    tmp_path: Path,
+    start_policy: Any,
+    start_worker: Any,
 ) -> None:
+    environment, manifests = on_stack(stack), manifests_on(stack)
     chunking = ("--chunk", "10", "--chunk-size", str(VLAEVAL_CHUNK_SIZE))
     theirs_record, ours_record = tmp_path / "vla-eval-run.jsonl", tmp_path / "evalfleet.jsonl"
 
@@ -200,7 +246,7 @@ def test_vla_eval_run_and_evalfleet_send_the_same_requests_step_for_step(
         config = vlaeval_config(tmp_path / "eval.yaml", f"ws://{server.address}", tmp_path / "results")
         run = subprocess.run(
             [str(Path(sys.executable).parent / "vla-eval"), "run", "--config", str(config), "--no-save"],
-            capture_output=True, text=True, timeout=600, env={**os.environ, "MUJOCO_GL": "osmesa"},
+            capture_output=True, text=True, timeout=600, env=environment,
         )  # fmt: skip
         assert run.returncode == 0, run.stdout + run.stderr
     theirs = vlaeval_episodes(theirs_record)
@@ -209,7 +255,7 @@ def test_vla_eval_run_and_evalfleet_send_the_same_requests_step_for_step(
         root = tmp_path / "checkpoints"
         (root / "vlaeval").mkdir(parents=True)
         seal(root / "vlaeval", "remote", vlaeval_settings(f"ws://{server.address}"))
-        results = run_evalfleet(scheduler, start_policy, start_worker, root, "vlaeval", manifests)
+        results = run_evalfleet(scheduler, start_policy, start_worker, root, "vlaeval", manifests, stack)
     ours = vlaeval_episodes(ours_record)
 
     expected = {(SUITE, TASK, trial) for trial in range(TRIALS)}
@@ -267,9 +313,16 @@ def openpi_settings(url: str) -> dict[str, Any]:
     }
 
 
+@pytest.mark.parametrize("stack", [None, OPENPI_STACK], ids=["evalfleet-stack", "openpi-stack"])
 def test_openpis_libero_client_and_evalfleet_send_the_same_requests_step_for_step(
-    manifests: Path, scheduler: Any, tmp_path: Path, start_policy: Any, start_worker: Any
+    stack: str | None,
+    manifests_on: Callable[[str | None], Path],
+    scheduler: Any,
+    tmp_path: Path,
+    start_policy: Any,
+    start_worker: Any,
 ) -> None:
+    environment, manifests = on_stack(stack), manifests_on(stack)
     theirs_record, ours_record = tmp_path / "openpi-main.jsonl", tmp_path / "evalfleet.jsonl"
 
     with hash_server("openpi_hash_policy.py", tmp_path / "openpi-theirs.log", theirs_record) as server:
@@ -277,9 +330,7 @@ def test_openpis_libero_client_and_evalfleet_send_the_same_requests_step_for_ste
         client = [sys.executable, str(HERE / "openpi_libero_client.py"), "--port", port, "--suite", SUITE]
         client += ["--tasks", str(TASK), "--trials", str(TRIALS), "--max-steps", str(MAX_STEPS)]
         client += ["--results", str(tmp_path / "openpi-main-results.jsonl")]
-        run = subprocess.run(
-            client, capture_output=True, text=True, timeout=600, env={**os.environ, "MUJOCO_GL": "osmesa"}
-        )
+        run = subprocess.run(client, capture_output=True, text=True, timeout=600, env=environment)
         assert run.returncode == 0, run.stdout + run.stderr
     harness = {entry["trial"]: entry for entry in request_digest.read(tmp_path / "openpi-main-results.jsonl")}
     theirs = request_digest.read(theirs_record)
@@ -288,7 +339,7 @@ def test_openpis_libero_client_and_evalfleet_send_the_same_requests_step_for_ste
         root = tmp_path / "checkpoints"
         (root / "pi05").mkdir(parents=True)
         seal(root / "pi05", "remote", openpi_settings(f"ws://{server.address}"))
-        results = run_evalfleet(scheduler, start_policy, start_worker, root, "pi05", manifests)
+        results = run_evalfleet(scheduler, start_policy, start_worker, root, "pi05", manifests, stack)
     ours = [request for request in request_digest.read(ours_record) if request["prompt"] != "warm up"]
 
     # Replanning every 5 of 8 steps: two requests per trial, in the trials' order on both sides.
