@@ -15,8 +15,11 @@ on this stack, one after the other.
 
 The policy is one function of (suite, task, trial, step), ``policy_action``: it drives the gripper
 down onto the scene, closes it, lifts, and repeats, so the arm touches the table and the objects.
-On vla-eval's side it answers through ``HarnessPolicy``, a double of vla-eval's websocket
-``Connection`` (``start_episode``, ``act``, ``end_episode``) that keeps what each ``act`` is handed.
+``--solved`` replays the scripted oracle's commands instead (``scripts.proofs.solved``), which
+solve most libero_object trials, so that episodes end in a success and both sides' success checks
+are compared on one. On vla-eval's side the policy answers through ``HarnessPolicy``, a double of
+vla-eval's websocket ``Connection`` (``start_episode``, ``act``, ``end_episode``) that keeps what
+each ``act`` is handed.
 
 Compared, trial by trial: every observation handed to the policy (each image, the ``states``
 vector and the instruction: dtype, shape and bytes), every action ``env.step`` received (the wait
@@ -26,7 +29,7 @@ policy steps and the success. vla-eval's observation also carries ``controller_s
 pi0.py does not read and evalfleet's recipe does not send: it is left out of the comparison, by name.
 
     python -m scripts.proofs.libero_openloop [--suites ...] [--tasks all] [--trials 50] [--max-steps 0]
-        [--out PATH.json]
+        [--solved] [--out PATH.json]
 
 writes a JSON summary (per trial: steps, success, touched steps, the first difference) and exits 1
 if any trial differs. ``tests/adapters/test_libero_openloop.py`` runs the same functions small.
@@ -56,6 +59,7 @@ from benchmarks.libero.runtime import SUITE_MAX_STEPS, import_libero, installed_
 from manifests.format import Manifest
 from scripts.common.command import REPO, command_line
 from scripts.common.progress import progress
+from scripts.proofs.solved import SOLVED_SUITES, oracle_replay
 
 SUITES = ("libero_spatial", "libero_object", "libero_goal", "libero_10")
 RECIPE = "pi05_libero_vlaeval.yaml"
@@ -68,6 +72,8 @@ ROBOT_BODIES = ("robot0_", "gripper0_", "mount0_")
 # The policy's cycle, in policy steps: down with the gripper open (the gripper starts some 0.2 m
 # above the table and goes down about 13 mm a step), closing, then up.
 DOWN, CLOSE, CYCLE = 20, 4, 40
+# What both sides answer at a step: float64 actions as a function of (suite, task, trial, step).
+ActionSource = Callable[[str, int, int, int], npt.NDArray[np.float64]]
 
 
 def policy_action(suite: str, task_id: int, trial: int, step: int) -> npt.NDArray[np.float64]:
@@ -198,11 +204,12 @@ def numpy_rng_kept() -> Iterator[None]:
 
 class HarnessPolicy:
     """A double of vla-eval's ``Connection`` (``vla_eval/connection.py``) for one episode: what the
-    runner sends is kept, and ``act`` answers ``policy_action`` for the episode's next step, as a
+    runner sends is kept, and ``act`` answers ``actions`` for the episode's next step, as a
     model server's reply payload (``{"actions": ...}``) in float64, the dtype it was computed in."""
 
-    def __init__(self, trial: Trial) -> None:
+    def __init__(self, trial: Trial, actions: ActionSource) -> None:
         self.trial = trial
+        self.actions = actions
         self.episode_start: dict[str, Any] | None = None
         self.episode_end: dict[str, Any] | None = None
 
@@ -212,13 +219,15 @@ class HarnessPolicy:
     async def act(self, observation: dict[str, Any]) -> dict[str, Any]:
         step = len(self.trial.observations)
         _keep(self.trial, observation)
-        return {"actions": policy_action(self.trial.suite, self.trial.task_id, self.trial.trial, step)}
+        return {"actions": self.actions(self.trial.suite, self.trial.task_id, self.trial.trial, step)}
 
     async def end_episode(self, result: dict[str, Any]) -> None:
         self.episode_end = result
 
 
-def harness_trials(suite: str, task_id: int, trials: int, max_steps: int) -> list[Trial]:
+def harness_trials(
+    suite: str, task_id: int, trials: int, max_steps: int, actions: ActionSource = policy_action
+) -> list[Trial]:
     """Trials 0..trials-1 of ``task_id`` as vla-eval's orchestrator runs them (see the module)."""
     import_libero()  # MUJOCO_GL first: vla-eval's module would choose EGL for PyOpenGL otherwise
     os.environ.setdefault("PYOPENGL_PLATFORM", os.environ["MUJOCO_GL"])
@@ -237,7 +246,7 @@ def harness_trials(suite: str, task_id: int, trials: int, max_steps: int) -> lis
             task = benchmark.get_tasks()[task_id]
             for index in range(trials):
                 trial = Trial(suite, task_id, index)
-                policy = HarnessPolicy(trial)
+                policy = HarnessPolicy(trial, actions)
                 started, cpu = time.monotonic(), time.process_time()
                 with recording_steps(trial):
                     result = asyncio.run(
@@ -263,7 +272,7 @@ def recipe() -> dict[str, Any]:
     return settings
 
 
-def evalfleet_trials(manifest: Manifest) -> list[Trial]:
+def evalfleet_trials(manifest: Manifest, actions: ActionSource = policy_action) -> list[Trial]:
     """Every entry of ``manifest`` (one task) through the worker's episode code and the recipe's
     request and reply mapping (see the module), in reverse order: each is rebuilt on its own."""
     from benchmarks.base import Observation as BenchmarkObservation
@@ -309,7 +318,7 @@ def evalfleet_trials(manifest: Manifest) -> list[Trial]:
                             seen = PolicyObservation(step, dict(images), {k: np.asarray(v) for k, v in vectors.items()})
                             request = build_request(entries, seen, History("openloop", meta))
                             _keep(trial, request)
-                            chunk = policy_action(suite, task_id, trial.trial, step)[None, :]
+                            chunk = actions(suite, task_id, trial.trial, step)[None, :]
                             for reply_step in reply:
                                 chunk = stateless(reply_step, chunk)
                             observation = episode.execute(chunk).observation
@@ -370,11 +379,15 @@ def differences(harness: Trial, ours: Trial, harness_name: str = "vla-eval") -> 
     return found
 
 
-def compare_task(suite: str, task_id: int, trials: int, max_steps: int) -> tuple[list[Trial], list[Trial]]:
-    """vla-eval's and evalfleet's trials of one task (``max_steps`` 0: the suite's limit)."""
+def compare_task(
+    suite: str, task_id: int, trials: int, max_steps: int, solved: bool = False
+) -> tuple[list[Trial], list[Trial]]:
+    """vla-eval's and evalfleet's trials of one task (``max_steps`` 0: the suite's limit), under
+    ``policy_action``, or with ``solved`` the oracle's replayed commands (``scripts.proofs.solved``)."""
     manifest = build_manifest(suite, task_id, trials, max_steps)
     limit = int(manifest.data["protocol"]["max_steps"])
-    return harness_trials(suite, task_id, trials, limit), evalfleet_trials(manifest)
+    actions = oracle_replay(manifest) if solved else policy_action
+    return harness_trials(suite, task_id, trials, limit, actions), evalfleet_trials(manifest, actions)
 
 
 def suite_tasks(raw: str, suite: str) -> list[int]:
@@ -397,6 +410,12 @@ def add_plan_arguments(parser: argparse.ArgumentParser, trials: int, harness: st
     parser.add_argument("--trials", type=int, default=trials, help=trials_help)
     parser.add_argument("--max-steps", type=int, default=0, help=f"policy step limit (0: {harness}'s, per suite)")
     parser.add_argument("--out", type=Path, default=Path(out))
+    parser.add_argument(
+        "--solved",
+        action="store_true",
+        help="replay the scripted oracle's commands (scripts/proofs/solved.py; libero_object only, where it "
+        "solves most trials) instead of the hashed policy, so that successes are compared too",
+    )
 
 
 def checked_plan(parser: argparse.ArgumentParser, args: argparse.Namespace) -> list[tuple[str, int]]:
@@ -407,6 +426,8 @@ def checked_plan(parser: argparse.ArgumentParser, args: argparse.Namespace) -> l
         parser.error("--max-steps must be >= 0")
     if not args.out.parent.is_dir():
         parser.error(f"--out: {args.out.parent} is not a folder")
+    if args.solved and set(args.suites) - set(SOLVED_SUITES):
+        parser.error(f"--solved: the oracle solves {', '.join(SOLVED_SUITES)} only, not {' '.join(args.suites)}")
     try:
         return [(suite, task) for suite in args.suites for task in suite_tasks(args.tasks, suite)]
     except ValueError as exc:
@@ -424,7 +445,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     rows: list[dict[str, Any]] = []
     found: list[str] = []
     for n, (suite, task) in enumerate(plan, start=1):
-        harness, ours = compare_task(suite, task, args.trials, args.max_steps)
+        harness, ours = compare_task(suite, task, args.trials, args.max_steps, args.solved)
         for theirs, mine in zip(harness, ours, strict=True):
             diff = differences(theirs, mine)
             found += diff
@@ -445,6 +466,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     summary = {
         "command": command_line(),
         "stack": _stack(),
+        "policy": "oracle replay" if args.solved else "policy_action",
         "trials": len(rows),
         "identical": sum(not row["differences"] for row in rows),
         "policy_steps": sum(row["steps"] for row in rows),

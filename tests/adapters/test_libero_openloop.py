@@ -32,7 +32,17 @@ from procs import require_built
 
 from manifests.overlays import overlay, stacks_dir
 from scripts.common.command import REPO
-from scripts.proofs.libero_openloop import WAIT_STEPS, compare_task, differences, main, policy_action
+from scripts.proofs.libero_openloop import (
+    WAIT_STEPS,
+    build_manifest,
+    compare_task,
+    differences,
+    evalfleet_trials,
+    harness_trials,
+    main,
+    policy_action,
+)
+from scripts.proofs.solved import oracle_replay
 
 pytestmark = [pytest.mark.slow, pytest.mark.libero]
 STEPS = 22  # the step limit; in libero_spatial 0 the gripper, going straight down, touches the stove at step 18
@@ -61,6 +71,24 @@ def test_an_openpi_trial_is_vla_evals_trial_byte_for_byte(suite: str, task: int,
     if suite == "libero_spatial":
         assert any(any(t.touched[WAIT_STEPS:]) for t in harness), "the gripper touched the stove"
     assert len({t.observations[-1]["images.agentview"] for t in harness}) == trials, "each trial is its own"
+
+
+@pytest.mark.timeout(600)
+def test_a_solved_trial_is_solved_at_the_same_step_on_both_sides() -> None:
+    """The scripted oracle's commands on libero_object 0's trial 0 (it puts the soup in the basket),
+    replayed on both sides at the preset's step limit: the same bytes throughout, and both success
+    checks see the success at the step the oracle's own run saw it."""
+    manifest = build_manifest("libero_object", 0, 1, 0)
+    limit = int(manifest.data["protocol"]["max_steps"])
+    replay = oracle_replay(manifest)
+    end = replay.ends[("libero_object", 0, 0)]
+    assert end.success and end.steps < limit, end
+    [theirs] = harness_trials("libero_object", 0, 1, limit, replay)
+    [mine] = evalfleet_trials(manifest, replay)
+    assert differences(theirs, mine) == []
+    assert (theirs.success, theirs.steps) == (mine.success, mine.steps) == (True, end.steps)
+    assert len(theirs.observations) == end.steps and len(theirs.applied) == WAIT_STEPS + end.steps
+    assert any(theirs.touched[WAIT_STEPS:]), "the gripper held the soup"
 
 
 VLA_EVAL_STACK = "mujoco-3.2.3_robosuite-1.4.0"  # vla-eval's LIBERO docker stack
@@ -106,6 +134,7 @@ def test_the_policy_is_a_function_of_task_trial_and_step() -> None:
         (["--suites", "libero_goal", "--tasks", "10"], "--tasks: libero_goal has tasks 0-9, not 10"),
         (["--tasks", "one"], "--tasks: invalid literal"),
         (["--out", "/nonexistent/summary.json"], "--out: /nonexistent is not a folder"),
+        (["--solved", "--suites", "libero_10"], "--solved: the oracle solves libero_object only, not libero_10"),
     ],
 )
 def test_the_full_size_script_refuses_bad_options_in_one_line(argv: list[str], message: str, capsys) -> None:
