@@ -16,6 +16,9 @@ harness itself ran (vla-eval's MuJoCo 3.2.3 + robosuite 1.4.0, openpi's MuJoCo 3
 1.4.1; the overlays `make stacks` builds): there the harness's process runs on the overlay, the
 manifests are built on it and evalfleet's worker is started with `--stack`.
 
+Hashed actions never solve a task; one more vla-eval test replays the scripted oracle's commands
+for one trial from the server (`scripts/proofs/solved.py`), so that both clients score a success.
+
 A request's digest covers every byte of it, and the actions are drawn from the digest, so one
 differing bit in any observation (an image, the state, the prompt) moves every step after it: equal
 request sequences mean both sides ran the same trials, bit for bit, through their transports.
@@ -33,13 +36,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import request_digest
 from procs import cli, require_built, wait_settled
 
 from evalfleet.processes import ServiceProcess, free_port
 from inference_server.checkpoint import seal
+from manifests import format as manifest_format
 from manifests.overlays import python_path, stacks_dir
+from scripts.proofs.solved import oracle_replay
 
 if importlib.util.find_spec("libero") is None and os.environ.get("EVALFLEET_REQUIRE_LIBERO") != "1":
     pytest.skip("LIBERO is not installed (scripts/install_libero.sh)", allow_module_level=True)
@@ -123,6 +129,7 @@ def run_evalfleet(
     epoch: str,
     manifests: Path,
     stack: str | None,
+    episodes: int = TRIALS,
 ) -> dict[str, tuple[int, bool, int]]:
     """The manifests through evalfleet's real services, one episode at a time (one worker on
     ``stack``, one slot, in manifest order); each episode's (trial, success, steps) by its
@@ -138,7 +145,7 @@ def run_evalfleet(
     start_worker(scheduler.address, [policy.address], "--routes", "libero", *on, worker_id="cl0")
     wait_settled(scheduler.client(), "closed-loop", 600)
     summary = scheduler.client().summary("closed-loop")
-    assert summary.complete and summary.episodes_completed == TRIALS, summary
+    assert summary.complete and summary.episodes_completed == episodes, summary
     conn = sqlite3.connect(f"file:{scheduler.db}?mode=ro", uri=True)
     try:
         rows = conn.execute("SELECT manifest_hash, episode_index, success, steps FROM episode_results").fetchall()
@@ -276,6 +283,60 @@ def test_vla_eval_run_and_evalfleet_send_the_same_requests_step_for_step(
         _, success, steps = results[mine["task"]["episode_id"]]
         assert harness["result"]["metrics"]["success"] is success, key
         assert harness["result"]["steps"] == steps == MAX_STEPS, key
+
+
+@pytest.mark.timeout(900)
+def test_a_solved_episode_is_a_success_for_vla_eval_run_and_evalfleet_alike(
+    scheduler: Any, tmp_path: Path, start_policy: Any, start_worker: Any
+) -> None:
+    """libero_object 0's trial 0 at openpi's step limit, against a server that answers the
+    scripted oracle's commands for that episode by step (``--replay``; rounded to float32 before
+    the oracle ran them, as vla-eval's server casts its answers): both clients send the same
+    requests up to the step the oracle solved the trial at, and both score it a success there."""
+    out = tmp_path / "manifests"
+    out.mkdir()
+    run = cli(
+        "manifest", "build", "libero", "--protocol", "openpi", "--suite", SUITE, "--tasks", str(TASK),
+        "--trials", "1", "--out", str(out), "--jobs", "1", env=on_stack(None), timeout=300,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    [manifest] = [manifest_format.read(path) for path in out.glob("*.json")]
+    replay = oracle_replay(manifest, np.float32)
+    end = replay.ends[(SUITE, TASK, 0)]
+    assert end.success, end
+    replayed = tmp_path / "replay.json"
+    commands = {
+        f"{suite}/{task}/{trial}": [c.tolist() for c in cs] for (suite, task, trial), cs in replay.commands.items()
+    }
+    replayed.write_text(json.dumps(commands))
+    served = ("--chunk", "10", "--chunk-size", str(VLAEVAL_CHUNK_SIZE), "--replay", str(replayed))
+    theirs_record, ours_record = tmp_path / "vla-eval-run.jsonl", tmp_path / "evalfleet.jsonl"
+
+    with hash_server("vlaeval_hash_policy.py", tmp_path / "vlaeval-theirs.log", theirs_record, *served) as server:
+        config = vlaeval_config(tmp_path / "eval.yaml", f"ws://{server.address}", tmp_path / "results")
+        document = json.loads(config.read_text())
+        document["benchmarks"][0].update(episodes_per_task=1, max_steps=int(manifest.data["protocol"]["max_steps"]))
+        config.write_text(json.dumps(document))
+        run = subprocess.run(
+            [str(Path(sys.executable).parent / "vla-eval"), "run", "--config", str(config), "--no-save"],
+            capture_output=True, text=True, timeout=600, env=on_stack(None),
+        )  # fmt: skip
+        assert run.returncode == 0, run.stdout + run.stderr
+    with hash_server("vlaeval_hash_policy.py", tmp_path / "vlaeval-ours.log", ours_record, *served) as server:
+        root = tmp_path / "checkpoints"
+        (root / "vlaeval").mkdir(parents=True)
+        seal(root / "vlaeval", "remote", vlaeval_settings(f"ws://{server.address}"))
+        results = run_evalfleet(scheduler, start_policy, start_worker, root, "vlaeval", out, None, episodes=1)
+
+    [harness] = vlaeval_episodes(theirs_record).values()
+    [mine] = vlaeval_episodes(ours_record).values()
+    assert len(harness["observations"]) == len(mine["observations"]) == end.steps
+    for step, (a, b) in enumerate(zip(harness["observations"], mine["observations"], strict=True)):
+        differing = sorted(leaf for leaf in b["leaves"] if a["leaves"][leaf] != b["leaves"][leaf])
+        assert not differing, f"step {step}: {differing} differ"
+    [(_, success, steps)] = results.values()
+    assert harness["result"]["metrics"]["success"] is success is True
+    assert harness["result"]["steps"] == steps == end.steps
 
 
 # -- openpi --------------------------------------------------------------------------------------

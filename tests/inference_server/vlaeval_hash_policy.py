@@ -10,16 +10,23 @@ consumed or not) before vla-eval's chunk buffer decides whether to infer; an inf
 the first N rows and answers one action per observation, inferring again when they run out, as its
 ready-made servers do (pi0: 10).
 
-    python vlaeval_hash_policy.py --port 8000 --record FILE [--chunk 10] [--chunk-size 5]
+With `--replay FILE` (JSON: "suite/task_id/episode_idx" -> actions, one list per step) it answers
+the episode's recorded actions from the step it is at instead (after the last, still with the
+gripper as last commanded): the scripted oracle's commands, which solve the trial, so that both
+clients' success is compared on a success. It records every request all the same.
+
+    python vlaeval_hash_policy.py --port 8000 --record FILE [--chunk 10] [--chunk-size 5] [--replay FILE]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import request_digest
 from vla_eval.model_servers.predict import PredictModelServer
 from vla_eval.model_servers.serve import serve
@@ -30,9 +37,10 @@ CONSUMED = ("images", "states", "task_description")
 
 
 class HashPolicy(PredictModelServer):
-    def __init__(self, record: Path, chunk: int, chunk_size: int | None) -> None:
+    def __init__(self, record: Path, chunk: int, chunk_size: int | None, replay: dict[str, list[list[float]]]) -> None:
         super().__init__(chunk_size=chunk_size)
-        self.record, self.chunk = record, chunk
+        self.record, self.chunk, self.replay = record, chunk, replay
+        self.episodes: dict[str, str] = {}  # session -> its episode's "suite/task_id/episode_idx"
 
     def get_observation_params(self) -> dict[str, Any]:
         return {"send_state": True, "send_wrist_image": True}
@@ -44,7 +52,9 @@ class HashPolicy(PredictModelServer):
         return {"agentview": IMAGE_RGB, "wrist": IMAGE_RGB, "states": STATE_EEF_POS_AA_GRIP, "language": LANGUAGE}
 
     async def on_episode_start(self, config: dict[str, Any], ctx: Any) -> None:
-        request_digest.record(self.record, {"event": "start", "session": ctx.session_id, "task": config.get("task")})
+        task = config.get("task") or {}
+        request_digest.record(self.record, {"event": "start", "session": ctx.session_id, "task": task})
+        self.episodes[ctx.session_id] = f"{task.get('suite')}/{task.get('task_id')}/{task.get('episode_idx')}"
         await super().on_episode_start(config, ctx)
 
     async def on_episode_end(self, result: dict[str, Any], ctx: Any) -> None:
@@ -57,6 +67,11 @@ class HashPolicy(PredictModelServer):
         await super().on_observation(obs, ctx)
 
     def predict(self, obs: dict[str, Any], ctx: Any) -> dict[str, Any]:
+        recorded = self.replay.get(self.episodes.get(ctx.session_id, ""))
+        if recorded is not None:
+            hold = [0.0] * (ACTION_DIM - 1) + [recorded[-1][-1]]
+            rows = [recorded[step] if step < len(recorded) else hold for step in range(ctx.step, ctx.step + self.chunk)]
+            return {"actions": np.asarray(rows, dtype=np.float64)}
         consumed = {key: obs[key] for key in CONSUMED}
         return {
             "actions": request_digest.actions_for(request_digest.describe(consumed)["digest"], self.chunk, ACTION_DIM)
@@ -69,10 +84,12 @@ def main() -> None:
     parser.add_argument("--record", type=Path, required=True)
     parser.add_argument("--chunk", type=int, default=10)
     parser.add_argument("--chunk-size", type=int, default=None, help="vla-eval's chunk_size (default: None)")
+    parser.add_argument("--replay", type=Path, default=None, help="recorded actions by episode (see the module)")
     args = parser.parse_args()
     # websockets logs "server listening on HOST:PORT", the line the harness waits for.
     logging.basicConfig(level=logging.INFO, format="%(name)s %(levelname)s %(message)s")
-    serve(HashPolicy(args.record, args.chunk, args.chunk_size), host="127.0.0.1", port=args.port)
+    replay = json.loads(args.replay.read_text()) if args.replay else {}
+    serve(HashPolicy(args.record, args.chunk, args.chunk_size, replay), host="127.0.0.1", port=args.port)
 
 
 if __name__ == "__main__":
