@@ -16,8 +16,8 @@ harness itself ran (vla-eval's MuJoCo 3.2.3 + robosuite 1.4.0, openpi's MuJoCo 3
 1.4.1; the overlays `make stacks` builds): there the harness's process runs on the overlay, the
 manifests are built on it and evalfleet's worker is started with `--stack`.
 
-Hashed actions never solve a task; one more vla-eval test replays the scripted oracle's commands
-for one trial from the server (`scripts/proofs/solved.py`), so that both clients score a success.
+Hashed actions never solve a task; one more test per harness has the server replay the scripted
+oracle's commands for one trial (`scripts/proofs/solved.py`), so that both clients score a success.
 
 A request's digest covers every byte of it, and the actions are drawn from the digest, so one
 differing bit in any observation (an image, the state, the prompt) moves every step after it: equal
@@ -45,7 +45,7 @@ from evalfleet.processes import ServiceProcess, free_port
 from inference_server.checkpoint import seal
 from manifests import format as manifest_format
 from manifests.overlays import python_path, stacks_dir
-from scripts.proofs.solved import oracle_replay
+from scripts.proofs.solved import OracleEnd, oracle_replay
 
 if importlib.util.find_spec("libero") is None and os.environ.get("EVALFLEET_REQUIRE_LIBERO") != "1":
     pytest.skip("LIBERO is not installed (scripts/install_libero.sh)", allow_module_level=True)
@@ -109,6 +109,29 @@ def manifests_on(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str | No
         return built[stack]
 
     return build
+
+
+@pytest.fixture(scope="module")
+def solved_manifest(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any]:
+    """The folder and manifest of libero_object 0's trial 0 at the openpi preset's step limit, which
+    the scripted oracle solves (``scripts/proofs/solved.py``), on evalfleet's stack."""
+    out = tmp_path_factory.mktemp("solved-manifest")
+    run = cli(
+        "manifest", "build", "libero", "--protocol", "openpi", "--suite", SUITE, "--tasks", str(TASK),
+        "--trials", "1", "--out", str(out), "--jobs", "1", env=on_stack(None), timeout=300,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    [manifest] = [manifest_format.read(path) for path in out.glob("*.json")]
+    return out, manifest
+
+
+def solved_commands(manifest: Any, dtype: type[np.floating[Any]]) -> tuple[list[list[float]], OracleEnd]:
+    """The oracle's commands for the manifest's one trial, rounded to ``dtype`` as it ran them, and
+    how its own run ended (solved, necessarily)."""
+    replay = oracle_replay(manifest, dtype)
+    end = replay.ends[(SUITE, TASK, 0)]
+    assert end.success, end
+    return [command.tolist() for command in replay.commands[(SUITE, TASK, 0)]], end
 
 
 def hash_server(script: str, log: Path, record: Path, *args: str) -> ServiceProcess:
@@ -287,28 +310,16 @@ def test_vla_eval_run_and_evalfleet_send_the_same_requests_step_for_step(
 
 @pytest.mark.timeout(900)
 def test_a_solved_episode_is_a_success_for_vla_eval_run_and_evalfleet_alike(
-    scheduler: Any, tmp_path: Path, start_policy: Any, start_worker: Any
+    solved_manifest: tuple[Path, Any], scheduler: Any, tmp_path: Path, start_policy: Any, start_worker: Any
 ) -> None:
     """libero_object 0's trial 0 at openpi's step limit, against a server that answers the
     scripted oracle's commands for that episode by step (``--replay``; rounded to float32 before
     the oracle ran them, as vla-eval's server casts its answers): both clients send the same
     requests up to the step the oracle solved the trial at, and both score it a success there."""
-    out = tmp_path / "manifests"
-    out.mkdir()
-    run = cli(
-        "manifest", "build", "libero", "--protocol", "openpi", "--suite", SUITE, "--tasks", str(TASK),
-        "--trials", "1", "--out", str(out), "--jobs", "1", env=on_stack(None), timeout=300,
-    )  # fmt: skip
-    assert run.returncode == 0, run.stderr
-    [manifest] = [manifest_format.read(path) for path in out.glob("*.json")]
-    replay = oracle_replay(manifest, np.float32)
-    end = replay.ends[(SUITE, TASK, 0)]
-    assert end.success, end
+    out, manifest = solved_manifest
+    commands, end = solved_commands(manifest, np.float32)
     replayed = tmp_path / "replay.json"
-    commands = {
-        f"{suite}/{task}/{trial}": [c.tolist() for c in cs] for (suite, task, trial), cs in replay.commands.items()
-    }
-    replayed.write_text(json.dumps(commands))
+    replayed.write_text(json.dumps({f"{SUITE}/{TASK}/0": commands}))
     served = ("--chunk", "10", "--chunk-size", str(VLAEVAL_CHUNK_SIZE), "--replay", str(replayed))
     theirs_record, ours_record = tmp_path / "vla-eval-run.jsonl", tmp_path / "evalfleet.jsonl"
 
@@ -414,3 +425,45 @@ def test_openpis_libero_client_and_evalfleet_send_the_same_requests_step_for_ste
     assert {trial: (success, steps) for trial, success, steps in results.values()} == {
         trial: (entry["success"], entry["steps"]) for trial, entry in harness.items()
     }
+
+
+@pytest.mark.timeout(900)
+def test_a_solved_episode_is_a_success_for_openpis_client_and_evalfleet_alike(
+    solved_manifest: tuple[Path, Any], scheduler: Any, tmp_path: Path, start_policy: Any, start_worker: Any
+) -> None:
+    """The same solved trial against openpi-server answering the oracle's float64 commands, 10 a
+    request from step 5n for the n-th (``--replay``), which both clients execute 5 at a time: the
+    same requests, and a success at the oracle's step on both sides."""
+    out, manifest = solved_manifest
+    commands, end = solved_commands(manifest, np.float64)
+    replayed = tmp_path / "replay.json"
+    replayed.write_text(json.dumps(commands))
+    served = ("--replay", str(replayed), "--stride", "5")
+    theirs_record, ours_record = tmp_path / "openpi-main.jsonl", tmp_path / "evalfleet.jsonl"
+    limit = int(manifest.data["protocol"]["max_steps"])
+
+    with hash_server("openpi_hash_policy.py", tmp_path / "openpi-theirs.log", theirs_record, *served) as server:
+        port = server.address.rsplit(":", 1)[1]
+        client = [sys.executable, str(HERE / "openpi_libero_client.py"), "--port", port, "--suite", SUITE]
+        client += ["--tasks", str(TASK), "--trials", "1", "--max-steps", str(limit)]
+        client += ["--results", str(tmp_path / "openpi-main-results.jsonl")]
+        run = subprocess.run(client, capture_output=True, text=True, timeout=600, env=on_stack(None))
+        assert run.returncode == 0, run.stdout + run.stderr
+    [harness] = request_digest.read(tmp_path / "openpi-main-results.jsonl")
+    theirs = request_digest.read(theirs_record)
+
+    with hash_server("openpi_hash_policy.py", tmp_path / "openpi-ours.log", ours_record, *served) as server:
+        root = tmp_path / "checkpoints"
+        (root / "pi05").mkdir(parents=True)
+        seal(root / "pi05", "remote", openpi_settings(f"ws://{server.address}"))
+        results = run_evalfleet(scheduler, start_policy, start_worker, root, "pi05", out, None, episodes=1)
+    ours = [request for request in request_digest.read(ours_record) if request["prompt"] != "warm up"]
+
+    assert len(theirs) == len(ours) == -(-end.steps // 5), (len(theirs), len(ours))
+    for index, (a, b) in enumerate(zip(theirs, ours, strict=True)):
+        differing = sorted(
+            leaf for leaf in a["leaves"].keys() | b["leaves"].keys() if a["leaves"].get(leaf) != b["leaves"].get(leaf)
+        )
+        assert not differing, f"request {index}: {differing} differ"
+    [(_, success, steps)] = results.values()
+    assert (harness["success"], harness["steps"]) == (success, steps) == (True, end.steps)
