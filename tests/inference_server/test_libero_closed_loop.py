@@ -112,7 +112,7 @@ def manifests_on(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str | No
 
 
 @pytest.fixture(scope="module")
-def solved_manifest(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any]:
+def solved_manifest(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, manifest_format.Manifest]:
     """The folder and manifest of libero_object 0's trial 0 at the openpi preset's step limit, which
     the scripted oracle solves (``scripts/proofs/solved.py``), on evalfleet's stack."""
     out = tmp_path_factory.mktemp("solved-manifest")
@@ -125,7 +125,9 @@ def solved_manifest(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any
     return out, manifest
 
 
-def solved_commands(manifest: Any, dtype: type[np.floating[Any]]) -> tuple[list[list[float]], OracleEnd]:
+def solved_commands(
+    manifest: manifest_format.Manifest, dtype: type[np.floating[Any]]
+) -> tuple[list[list[float]], OracleEnd]:
     """The oracle's commands for the manifest's one trial, rounded to ``dtype`` as it ran them, and
     how its own run ended (solved, necessarily)."""
     replay = oracle_replay(manifest, dtype)
@@ -310,7 +312,11 @@ def test_vla_eval_run_and_evalfleet_send_the_same_requests_step_for_step(
 
 @pytest.mark.timeout(900)
 def test_a_solved_episode_is_a_success_for_vla_eval_run_and_evalfleet_alike(
-    solved_manifest: tuple[Path, Any], scheduler: Any, tmp_path: Path, start_policy: Any, start_worker: Any
+    solved_manifest: tuple[Path, manifest_format.Manifest],
+    scheduler: Any,
+    tmp_path: Path,
+    start_policy: Any,
+    start_worker: Any,
 ) -> None:
     """libero_object 0's trial 0 at openpi's step limit, against a server that answers the
     scripted oracle's commands for that episode by step (``--replay``; rounded to float32 before
@@ -429,7 +435,11 @@ def test_openpis_libero_client_and_evalfleet_send_the_same_requests_step_for_ste
 
 @pytest.mark.timeout(900)
 def test_a_solved_episode_is_a_success_for_openpis_client_and_evalfleet_alike(
-    solved_manifest: tuple[Path, Any], scheduler: Any, tmp_path: Path, start_policy: Any, start_worker: Any
+    solved_manifest: tuple[Path, manifest_format.Manifest],
+    scheduler: Any,
+    tmp_path: Path,
+    start_policy: Any,
+    start_worker: Any,
 ) -> None:
     """The same solved trial against openpi-server answering the oracle's float64 commands, 10 a
     request from step 5n for the n-th (``--replay``), which both clients execute 5 at a time: the
