@@ -24,7 +24,6 @@ import logging
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import request_digest
 from openpi_server import WebsocketPolicyServer
 
@@ -44,9 +43,7 @@ class HashPolicy:
         request_digest.record(self.record, {"event": "request", "prompt": obs.get("prompt"), **described})
         if self.replay is not None and obs.get("prompt") != WARM_UP:
             start, self.requests = self.requests * self.stride, self.requests + 1
-            hold = [0.0] * (ACTION_DIM - 1) + [self.replay[-1][-1]]
-            rows = [self.replay[i] if i < len(self.replay) else hold for i in range(start, start + self.chunk)]
-            return {"actions": np.asarray(rows, dtype=np.float64)}
+            return {"actions": request_digest.replayed(self.replay, start, self.chunk)}
         return {"actions": request_digest.actions_for(described["digest"], self.chunk, ACTION_DIM)}
 
     def reset(self) -> None:

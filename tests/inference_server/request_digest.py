@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +49,14 @@ def actions_for(digest: str, chunk: int, action_dim: int) -> npt.NDArray[np.floa
     actions = rng.uniform(-1.0, 1.0, (chunk, action_dim))
     actions[:, : action_dim - 1] *= 0.5
     return actions
+
+
+def replayed(recorded: Sequence[Sequence[float]], start: int, chunk: int) -> npt.NDArray[np.float64]:
+    """Steps ``start`` to ``start + chunk - 1`` of one episode's recorded actions, float64; past the
+    last one, still with the gripper as last commanded (as ``scripts/proofs/solved.py``'s
+    ``Replay`` answers there)."""
+    hold = [0.0] * (len(recorded[-1]) - 1) + [recorded[-1][-1]]
+    return np.asarray([recorded[i] if i < len(recorded) else hold for i in range(start, start + chunk)], np.float64)
 
 
 def record(path: Path, entry: Mapping[str, Any]) -> None:

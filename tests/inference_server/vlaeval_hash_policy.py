@@ -26,7 +26,6 @@ import logging
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import request_digest
 from vla_eval.model_servers.predict import PredictModelServer
 from vla_eval.model_servers.serve import serve
@@ -69,9 +68,7 @@ class HashPolicy(PredictModelServer):
     def predict(self, obs: dict[str, Any], ctx: Any) -> dict[str, Any]:
         recorded = self.replay.get(self.episodes.get(ctx.session_id, ""))
         if recorded is not None:
-            hold = [0.0] * (ACTION_DIM - 1) + [recorded[-1][-1]]
-            rows = [recorded[step] if step < len(recorded) else hold for step in range(ctx.step, ctx.step + self.chunk)]
-            return {"actions": np.asarray(rows, dtype=np.float64)}
+            return {"actions": request_digest.replayed(recorded, ctx.step, self.chunk)}
         consumed = {key: obs[key] for key in CONSUMED}
         return {
             "actions": request_digest.actions_for(request_digest.describe(consumed)["digest"], self.chunk, ACTION_DIM)
