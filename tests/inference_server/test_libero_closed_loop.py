@@ -207,9 +207,28 @@ def vlaeval_episodes(record: Path) -> dict[tuple[str, int, int], dict[str, Any]]
     return episodes
 
 
-def vlaeval_config(path: Path, url: str, output: Path) -> Path:
-    """vla-eval's eval config for the manifests' trials: LIBERO's first task of the suite, two
-    episodes, seed 7, the step limit, CPU rendering."""
+def assert_same_observations(harness: dict[str, Any], mine: dict[str, Any], where: str) -> None:
+    """Every observation of one episode the same, leaf for leaf and step for step, on what both
+    clients send (vla-eval's own also carries ``VLAEVAL_ONLY``)."""
+    for step, (a, b) in enumerate(zip(harness["observations"], mine["observations"], strict=True)):
+        assert set(a["leaves"]) - set(b["leaves"]) == VLAEVAL_ONLY and set(b["leaves"]) <= set(a["leaves"])
+        differing = sorted(leaf for leaf in b["leaves"] if a["leaves"][leaf] != b["leaves"][leaf])
+        assert not differing, f"{where} step {step}: {differing} differ"
+        assert a["step"] == b["step"] == step
+
+
+def assert_same_requests(theirs: list[dict[str, Any]], ours: list[dict[str, Any]]) -> None:
+    """openpi requests the same, in order, every leaf of each."""
+    for index, (a, b) in enumerate(zip(theirs, ours, strict=True)):
+        differing = sorted(
+            leaf for leaf in a["leaves"].keys() | b["leaves"].keys() if a["leaves"].get(leaf) != b["leaves"].get(leaf)
+        )
+        assert not differing, f"request {index}: {differing} differ"
+
+
+def vlaeval_config(path: Path, url: str, output: Path, episodes: int = TRIALS, max_steps: int = MAX_STEPS) -> Path:
+    """vla-eval's eval config for the manifests' trials: LIBERO's first task of the suite,
+    ``episodes`` episodes, seed 7, the step limit, CPU rendering."""
     config = {
         "server": {"url": url, "timeout": 60},
         "output_dir": str(output),
@@ -218,9 +237,9 @@ def vlaeval_config(path: Path, url: str, output: Path) -> Path:
             {
                 "benchmark": "vla_eval.benchmarks.libero.benchmark:LIBEROBenchmark",
                 "subname": SUITE,
-                "episodes_per_task": TRIALS,
+                "episodes_per_task": episodes,
                 "max_tasks": TASK + 1,
-                "max_steps": MAX_STEPS,
+                "max_steps": max_steps,
                 "params": {"suite": SUITE, "seed": 7},
             }
         ],
@@ -298,12 +317,7 @@ def test_vla_eval_run_and_evalfleet_send_the_same_requests_step_for_step(
         assert {k: mine["task"][k] for k in harness["task"]} == harness["task"], key
         assert set(mine["task"]) - set(harness["task"]) == {"benchmark", "task", "setting", "episode_id"}
         assert len(harness["observations"]) == len(mine["observations"]) == MAX_STEPS, key
-        for step, (a, b) in enumerate(zip(harness["observations"], mine["observations"], strict=True)):
-            assert set(a["leaves"]) - set(b["leaves"]) == VLAEVAL_ONLY and set(b["leaves"]) <= set(a["leaves"])
-            shared = {leaf: a["leaves"][leaf] for leaf in b["leaves"]}
-            differing = sorted(leaf for leaf in shared if shared[leaf] != b["leaves"][leaf])
-            assert not differing, f"episode {key} step {step}: {differing} differ"
-            assert a["step"] == b["step"] == step
+        assert_same_observations(harness, mine, f"episode {key}")
         # The same success: vla-eval's own EPISODE_END metrics, evalfleet's stored result.
         _, success, steps = results[mine["task"]["episode_id"]]
         assert harness["result"]["metrics"]["success"] is success, key
@@ -330,10 +344,8 @@ def test_a_solved_episode_is_a_success_for_vla_eval_run_and_evalfleet_alike(
     theirs_record, ours_record = tmp_path / "vla-eval-run.jsonl", tmp_path / "evalfleet.jsonl"
 
     with hash_server("vlaeval_hash_policy.py", tmp_path / "vlaeval-theirs.log", theirs_record, *served) as server:
-        config = vlaeval_config(tmp_path / "eval.yaml", f"ws://{server.address}", tmp_path / "results")
-        document = json.loads(config.read_text())
-        document["benchmarks"][0].update(episodes_per_task=1, max_steps=int(manifest.data["protocol"]["max_steps"]))
-        config.write_text(json.dumps(document))
+        limit = int(manifest.data["protocol"]["max_steps"])
+        config = vlaeval_config(tmp_path / "eval.yaml", f"ws://{server.address}", tmp_path / "results", 1, limit)
         run = subprocess.run(
             [str(Path(sys.executable).parent / "vla-eval"), "run", "--config", str(config), "--no-save"],
             capture_output=True, text=True, timeout=600, env=on_stack(None),
@@ -348,9 +360,7 @@ def test_a_solved_episode_is_a_success_for_vla_eval_run_and_evalfleet_alike(
     [harness] = vlaeval_episodes(theirs_record).values()
     [mine] = vlaeval_episodes(ours_record).values()
     assert len(harness["observations"]) == len(mine["observations"]) == end.steps
-    for step, (a, b) in enumerate(zip(harness["observations"], mine["observations"], strict=True)):
-        differing = sorted(leaf for leaf in b["leaves"] if a["leaves"][leaf] != b["leaves"][leaf])
-        assert not differing, f"step {step}: {differing} differ"
+    assert_same_observations(harness, mine, "the solved episode")
     [(_, success, steps)] = results.values()
     assert harness["result"]["metrics"]["success"] is success is True
     assert harness["result"]["steps"] == steps == end.steps
@@ -422,11 +432,7 @@ def test_openpis_libero_client_and_evalfleet_send_the_same_requests_step_for_ste
 
     # Replanning every 5 of 8 steps: two requests per trial, in the trials' order on both sides.
     assert len(theirs) == len(ours) == 2 * TRIALS, (len(theirs), len(ours))
-    for index, (a, b) in enumerate(zip(theirs, ours, strict=True)):
-        differing = sorted(
-            leaf for leaf in a["leaves"].keys() | b["leaves"].keys() if a["leaves"].get(leaf) != b["leaves"].get(leaf)
-        )
-        assert not differing, f"request {index}: {differing} differ"
+    assert_same_requests(theirs, ours)
     assert sorted(harness) == list(range(TRIALS))
     assert {trial: (success, steps) for trial, success, steps in results.values()} == {
         trial: (entry["success"], entry["steps"]) for trial, entry in harness.items()
@@ -470,10 +476,6 @@ def test_a_solved_episode_is_a_success_for_openpis_client_and_evalfleet_alike(
     ours = [request for request in request_digest.read(ours_record) if request["prompt"] != "warm up"]
 
     assert len(theirs) == len(ours) == -(-end.steps // 5), (len(theirs), len(ours))
-    for index, (a, b) in enumerate(zip(theirs, ours, strict=True)):
-        differing = sorted(
-            leaf for leaf in a["leaves"].keys() | b["leaves"].keys() if a["leaves"].get(leaf) != b["leaves"].get(leaf)
-        )
-        assert not differing, f"request {index}: {differing} differ"
+    assert_same_requests(theirs, ours)
     [(_, success, steps)] = results.values()
     assert (harness["success"], harness["steps"]) == (success, steps) == (True, end.steps)
