@@ -67,6 +67,9 @@ class BenchmarkDefinition(Generic[Section]):
     # Manifests the section imports instead of building (a published subset), verified each run;
     # None: the section's manifests are built.
     imported: Callable[[Section, Resolve], list[Manifest] | None] = lambda section, resolve: None
+    # The adapter options the workers `scheduler run` starts get from the section (each one a
+    # worker's `--adapter-option NAME.KEY=VALUE`): where the simulator's own code is, for example.
+    worker_options: Callable[[Section, Resolve], Mapping[str, str]] = lambda section, resolve: {}
     # Builder options whose spec key has another name (``robotwin_root`` is ``root``).
     spec_keys: Mapping[str, str] = field(default_factory=dict)
     # Entry fields the scan computes with the simulator, so another stack records other values for

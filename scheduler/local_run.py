@@ -446,6 +446,9 @@ def worker_argv(plan: Plan, worker: WorkerPlan, scheduler: str, policy: str) -> 
     spec = plan.loaded.spec
     where = ["--gpu-uuid", worker.gpu_uuid] if worker.gpu_uuid else ["--cpu"]
     stack = ["--stack", spec.fleet.stack] if spec.fleet.stack else []
+    benchmark = spec.benchmark
+    options = benchmark.definition.worker_options(benchmark.section, plan.loaded.resolve)
+    adapter_options = [f"--adapter-option={benchmark.route}.{key}={value}" for key, value in options.items()]
     return [
         sys.executable,
         "-m",
@@ -466,6 +469,7 @@ def worker_argv(plan: Plan, worker: WorkerPlan, scheduler: str, policy: str) -> 
         str(plan.output / "episodes"),
         "--video",
         spec.video,
+        *adapter_options,
     ]
 
 

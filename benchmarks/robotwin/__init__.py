@@ -1,2 +1,3 @@
 """RoboTwin 2.0: the adapter (`adapter`, `episode`), the checkout it drives (`root`, `runtime`,
-`config`, `rng`) and the manifest builders (`build`, `manifest`, `scan`, `subset`)."""
+`config`, `rng`, `cpu_stack`), the manifest builders (`build`, `manifest`, `scan`, `subset`) and its
+expert recorded as a policy (`expert`)."""

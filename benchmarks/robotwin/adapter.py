@@ -47,7 +47,7 @@ class RoboTwinBenchmark(Benchmark):
         return self._runtime
 
     def open_episode(self, manifest: Manifest, index: int, cameras: Collection[str] | None = None) -> RoboTwinEpisode:
-        """``cameras`` is not used: every observation carries every camera (rendered on every step)."""
+        """Observations carry (and render) only ``cameras`` of RoboTwin's policy cameras (None: all)."""
         spec = episode_spec(manifest, index, self.root.commit)
         check_stack(manifest, self.runtime.stack)
         setup = checked_setup(self.root, spec.task, spec.task_config)
@@ -56,7 +56,14 @@ class RoboTwinBenchmark(Benchmark):
                 f"the root's step limit for {spec.task} is {setup.step_limit}, the manifest says {spec.step_limit}",
                 field=f"episodes[{index}].step_limit",
             )
-        return RoboTwinEpisode(self.runtime, setup, spec)
+        for camera, size in (spec.camera_sizes or {}).items():
+            if setup.image_shapes[camera][:2] != size:
+                raise BenchmarkError(
+                    f"the root's camera config renders {camera} at {setup.image_shapes[camera][:2]} (height, width), "
+                    f"the manifest was scanned at {size}",
+                    field=f"protocol.camera_sizes.{camera}",
+                )
+        return RoboTwinEpisode(self.runtime, setup, spec, cameras)
 
     def close(self) -> None:
         if self._runtime is not None:

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from benchmarks.base import BenchmarkError, observation_digest
-from benchmarks.robotwin.config import DEFAULT_SETTINGS, SETTINGS, EvalSetup, eval_setup, tasks
+from benchmarks.robotwin.config import DEFAULT_SETTINGS, POLICY_CAMERAS, SETTINGS, EvalSetup, eval_setup, tasks
 from benchmarks.robotwin.episode import RoboTwinEpisode
 from benchmarks.robotwin.manifest import PROTOCOL, EpisodeSpec, entry, entry_spec, episode_id, seal
 from benchmarks.robotwin.root import RoboTwinRoot, open_root
@@ -164,7 +164,10 @@ def _seal(
         "first_seed": result.first_seed,
         "rejected": result.rejected,
     }
-    return seal(task=setup.task, setting=setting, entries=entries, source=source, stack=runtime.stack)
+    sizes = {camera: setup.image_shapes[camera][:2] for camera in POLICY_CAMERAS}
+    return seal(
+        task=setup.task, setting=setting, entries=entries, source=source, stack=runtime.stack, camera_sizes=sizes
+    )
 
 
 def _initial_digest(runtime: RoboTwinRuntime, setup: EvalSetup, spec: EpisodeSpec) -> str:

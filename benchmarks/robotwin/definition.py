@@ -14,13 +14,15 @@ from pydantic import Field, field_validator, model_validator
 from benchmarks.base import BenchmarkError
 from benchmarks.definition import BenchmarkDefinition, Resolve, SpecSection
 from benchmarks.robotwin.config import DEFAULT_SETTINGS, SETTINGS
+from benchmarks.robotwin.manifest import camera_sizes
 from benchmarks.robotwin.runtime import UPSTREAM_TEST_NUM
 from manifests.format import Manifest, ManifestError
 
 
 class RoboTwinSpec(SpecSection):
     """RoboTwin episodes: scanned from a checkout (``root`` and ``tasks``) or a checksummed
-    published subset imported from ``subset``."""
+    published subset imported from ``subset``. ``root`` is also the checkout the workers run
+    episodes from (without it, an imported subset's workers look in ``third_party/RoboTwin``)."""
 
     root: str | None = None
     tasks: list[str] | None = Field(default=None, min_length=1)
@@ -41,8 +43,8 @@ class RoboTwinSpec(SpecSection):
 
     @model_validator(mode="after")
     def _scan_or_subset(self) -> RoboTwinSpec:
-        if self.subset is not None and (self.root is not None or self.tasks is not None):
-            raise ValueError("give subset, or root and tasks, not both")
+        if self.subset is not None and self.tasks is not None:
+            raise ValueError("give subset (an import) or tasks (a scan), not both")
         if self.subset is None and (self.root is None or self.tasks is None):
             raise ValueError("give root and tasks (a scan), or subset (an import)")
         return self
@@ -85,6 +87,18 @@ def imported(section: RoboTwinSpec, resolve: Resolve) -> list[Manifest] | None:
         raise BenchmarkError(str(exc), field="subset") from None
 
 
+def camera_size(manifest: Manifest) -> tuple[int, int] | None:
+    """The (height, width) every policy camera of a scanned manifest is rendered at; None where the
+    manifest records no sizes (an imported subset) or the cameras differ."""
+    sizes = set((camera_sizes(manifest) or {}).values())
+    return sizes.pop() if len(sizes) == 1 else None
+
+
+def worker_options(section: RoboTwinSpec, resolve: Resolve) -> dict[str, str]:
+    """The workers run RoboTwin from the spec's checkout, where it names one."""
+    return {} if section.root is None else {"robotwin_root": str(resolve(section.root))}
+
+
 DEFINITION = BenchmarkDefinition(
     name="robotwin",
     section=RoboTwinSpec,
@@ -93,6 +107,8 @@ DEFINITION = BenchmarkDefinition(
     planned_episodes=planned_episodes,
     builder_arguments=builder_arguments,
     imported=imported,
+    worker_options=worker_options,
+    camera_size=camera_size,
     spec_keys={"robotwin_root": "root"},
     # The digest of the rendered first observation.
     stack_computed=("initial_observation_digest",),

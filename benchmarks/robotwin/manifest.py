@@ -3,7 +3,8 @@
 An entry carries everything that fixes an episode (the accepted seed, the instruction text, its
 pool, the task config and the step limit), because none of it can be recomputed from an index:
 seeds come from an expert-check scan and upstream draws instructions from an unseeded RNG. The
-protocol block states how the episode is run (absolute joint targets, the policy's cameras); a
+protocol block states how the episode is run (absolute joint targets, the policy's cameras and, for
+a scanned manifest, the height and width the checkout's camera config gave each of them); a
 worker that runs any other protocol refuses the manifest instead of evaluating something else.
 ``versions`` records the commit and, for a manifest scanned on a real stack, that stack's identity
 (``benchmarks.robotwin.cpu_stack.prepare``): its planner decided which seeds were accepted and its
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from benchmarks.base import BenchmarkError, episode_entry
@@ -32,6 +33,8 @@ PROTOCOL: Mapping[str, Any] = {
     "success": "eval_success, latched by check_success after every physics sub-step",
 }
 _DIGEST_RE = re.compile(r"^[0-9a-f]{64}$")
+# The protocol key a scan adds: {camera: [height, width]} from the checkout's _camera_config.yml.
+CAMERA_SIZES = "camera_sizes"
 # What a stack's identity adds to ``versions`` beside ``robotwin`` (the commit).
 STACK_KEYS = ("robotwin_stack", "sapien", "robotwin_shader", "robotwin_planner", "robotwin_assets")
 
@@ -50,6 +53,8 @@ class EpisodeSpec:
     task_config: str
     step_limit: int
     initial_observation_digest: str | None = None
+    # The [height, width] of each policy camera the manifest records (None: it records none).
+    camera_sizes: Mapping[str, tuple[int, int]] | None = None
 
 
 def episode_id(task: str, setting: str, index: int) -> str:
@@ -90,9 +95,11 @@ def seal(
     entries: list[dict[str, Any]],
     source: Mapping[str, Any],
     stack: Mapping[str, str] | None = None,
+    camera_sizes: Mapping[str, tuple[int, int]] | None = None,
 ) -> Manifest:
-    """Seals one task x setting population under the RoboTwin protocol and commit, and the
-    identity of the ``stack`` it was scanned on (none for an imported subset)."""
+    """Seals one task x setting population under the RoboTwin protocol and commit, the identity of
+    the ``stack`` it was scanned on and the ``camera_sizes`` it was scanned with (neither for an
+    imported subset)."""
     unknown = sorted(set(stack or {}) - set(STACK_KEYS))
     if unknown:
         raise BenchmarkError(f"not part of a RoboTwin stack's identity: {unknown}", field="versions")
@@ -101,7 +108,10 @@ def seal(
         task=task,
         setting=setting,
         episodes=entries,
-        protocol=PROTOCOL,
+        protocol={
+            **PROTOCOL,
+            **({CAMERA_SIZES: {c: list(camera_sizes[c]) for c in POLICY_CAMERAS}} if camera_sizes else {}),
+        },
         versions={"robotwin": EXPECTED_COMMIT, **(stack or {})},
         source=source,
     )
@@ -118,10 +128,10 @@ def episode_spec(manifest: Manifest, index: int, commit: str) -> EpisodeSpec:
     """
     manifest = verify(manifest)
     data = episode_entry(manifest, BENCHMARK, index)
-    if dict(manifest.data["protocol"]) != dict(PROTOCOL):
-        raise BenchmarkError(
-            f"is {manifest.data['protocol']!r}, this adapter runs {dict(PROTOCOL)!r}", field="protocol"
-        )
+    protocol = dict(manifest.data["protocol"])
+    sizes = protocol.pop(CAMERA_SIZES, None)
+    if protocol != dict(PROTOCOL):
+        raise BenchmarkError(f"is {protocol!r}, this adapter runs {dict(PROTOCOL)!r}", field="protocol")
     built_for = manifest.data["versions"].get("robotwin")
     if built_for != commit:
         raise BenchmarkError(
@@ -129,7 +139,25 @@ def episode_spec(manifest: Manifest, index: int, commit: str) -> EpisodeSpec:
         )
     if manifest.setting not in SETTINGS:
         raise BenchmarkError(f"{manifest.setting!r} is not one of {', '.join(SETTINGS)}", field="setting")
-    return entry_spec(manifest.task, manifest.setting, index, data)
+    spec = entry_spec(manifest.task, manifest.setting, index, data)
+    return spec if sizes is None else replace(spec, camera_sizes=_camera_sizes(sizes))
+
+
+def camera_sizes(manifest: Manifest) -> Mapping[str, tuple[int, int]] | None:
+    """The [height, width] of each policy camera a scanned manifest records; None for one that
+    records none (an imported subset)."""
+    sizes = manifest.data["protocol"].get(CAMERA_SIZES)
+    return None if sizes is None else _camera_sizes(sizes)
+
+
+def _camera_sizes(sizes: Any) -> dict[str, tuple[int, int]]:
+    where = f"protocol.{CAMERA_SIZES}"
+    if not isinstance(sizes, dict) or sorted(sizes) != sorted(POLICY_CAMERAS):
+        raise BenchmarkError(f"must give [height, width] for each of {', '.join(POLICY_CAMERAS)}", field=where)
+    for name, size in sizes.items():
+        if not (isinstance(size, list) and len(size) == 2 and all(type(v) is int and v > 0 for v in size)):
+            raise BenchmarkError(f"must be [height, width], positive integers; got {size!r}", field=f"{where}.{name}")
+    return {name: (size[0], size[1]) for name, size in sizes.items()}
 
 
 def check_stack(manifest: Manifest, stack: Mapping[str, str]) -> None:

@@ -22,6 +22,7 @@ BUILTIN = {
     "synthetic-skill": "inference_server.backends.reference:synthetic_skill",
     "vla": "inference_server.backends.vla:load",
     "libero-oracle": "inference_server.backends.oracle:oracle",
+    "replay": "inference_server.backends.replay:replay",
     # Runs from .venv-lerobot (make lerobot-venv): LeRobot pins its own torch and numpy.
     "lerobot": "inference_server.backends.lerobot:load",
     "remote": "inference_server.backends.remote:remote",

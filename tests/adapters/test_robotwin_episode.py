@@ -140,6 +140,52 @@ def test_episodes_rebuild_identically_in_any_order_and_interleaving(benchmark, m
         episode.close()
 
 
+def test_an_observation_shows_what_get_obs_shows_of_only_the_policys_cameras(benchmark, manifest) -> None:
+    episode = benchmark.open_episode(manifest, 2, cameras=["head_camera", "front_camera"])
+    first = episode.reset()
+    assert set(first.images) == {"head_camera"}, "front_camera is not a policy camera; the wrist cameras not asked"
+    obs = episode.step(first.state["joint_action"] + 0.01)
+    taken = {name: camera.picture is not None for name, camera in episode._env.cameras.by_name.items()}
+    assert taken == {"left_camera": False, "right_camera": False, "head_camera": True, "front_camera": False}
+    with benchmark.runtime.running(episode._stream):
+        upstream = episode._env.get_obs()  # draws the next light value, as a second observation would
+    assert not np.array_equal(obs.images["head_camera"], upstream["observation"]["head_camera"]["rgb"])
+    assert np.array_equal(obs.images["head_camera"][:-1], upstream["observation"]["head_camera"]["rgb"][:-1])
+    assert np.array_equal(obs.state["joint_action"], upstream["joint_action"]["vector"])
+    episode.close()
+
+
+@pytest.mark.parametrize("chunk", [1, 3, 7])
+def test_executing_chunks_gives_the_trace_and_observations_of_stepping_one_by_one(benchmark, manifest, chunk) -> None:
+    """Rendering is skipped between a chunk's actions; the scene, its RNG and the trace are not."""
+    script = np.random.default_rng(5).uniform(-0.5, 0.5, size=(21, 14))
+    stepped = benchmark.open_episode(manifest, 1)
+    stepped.reset()
+    by_step = [stepped.step(action) for action in script]
+    chunked = benchmark.open_episode(manifest, 1, cameras=["left_camera"])
+    chunked.reset()
+    for start in range(0, len(script), chunk):
+        executed = chunked.execute(script[start : start + chunk])
+        assert executed.executed == min(chunk, len(script) - start)
+        last = by_step[start + executed.executed - 1]
+        assert executed.observation is not None and set(executed.observation.images) == {"left_camera"}
+        assert np.array_equal(executed.observation.images["left_camera"], last.images["left_camera"])
+        assert np.array_equal(executed.observation.state["joint_action"], last.state["joint_action"])
+    assert chunked.result() == stepped.result()
+    stepped.close()
+    chunked.close()
+
+
+def test_an_executed_chunk_stops_at_the_success(benchmark, manifest) -> None:
+    episode = benchmark.open_episode(manifest, 0)
+    start = episode.reset().state["joint_action"]
+    goal = episode._env.goal
+    executed = episode.execute([start, start + 2 * (goal - start), start])
+    assert (executed.executed, executed.observation) == (2, None)
+    assert episode.done and episode.result().success and episode.result().steps == 2
+    episode.close()
+
+
 def test_closing_returns_the_env_to_the_pool_and_clears_caches_like_upstream(benchmark, manifest) -> None:
     first = benchmark.open_episode(manifest, 0)
     env = first._env
@@ -309,3 +355,19 @@ def test_a_manifest_scanned_on_another_stack_is_refused_by_name(benchmark) -> No
 def test_a_stack_identity_holds_only_the_stack_keys() -> None:
     with pytest.raises(BenchmarkError, match="shader"):
         seal(task="adjust_bottle", setting="clean-seen", entries=_entries(), source={}, stack={"shader": "rt"})
+
+
+def test_a_scan_records_its_camera_sizes_and_another_camera_config_is_refused(benchmark, manifest) -> None:
+    from benchmarks.robotwin.definition import camera_size
+
+    sizes = {camera: [240, 320] for camera in ("head_camera", "left_camera", "right_camera")}
+    assert manifest.data["protocol"]["camera_sizes"] == sizes
+    assert camera_size(manifest) == (240, 320), "what `checkpoint seal` gives a camera named without a size"
+    assert camera_size(_manifest()) is None, "an imported subset records no sizes"
+    other = _manifest(protocol={**PROTOCOL, "camera_sizes": {**sizes, "head_camera": [480, 640]}})
+    with pytest.raises(BenchmarkError) as caught:
+        benchmark.open_episode(other, 0)
+    assert caught.value.field == "protocol.camera_sizes.head_camera"
+    with pytest.raises(BenchmarkError) as caught:
+        benchmark.open_episode(_manifest(protocol={**PROTOCOL, "camera_sizes": {"head_camera": [240, 320]}}), 0)
+    assert caught.value.field == "protocol.camera_sizes"

@@ -16,6 +16,7 @@ from ._GLOBAL_CONFIGS import CONFIGS_PATH
 from .utils import UnStableError
 
 SUBSTEPS = 10
+EXPERT_MOVES = 4
 TOLERANCE = 0.05
 OPEN_GRIPPERS = np.array([0.0] * 6 + [1.0] + [0.0] * 6 + [1.0])
 
@@ -45,6 +46,10 @@ class Base_Task:
             name: (np.random.randint(0, 256, size=3) if self.random_background else np.full(3, 128))
             for name in self.camera_shapes
         }
+        self.light = 0
+        self.cameras = _Cameras(self, self.camera_shapes)
+        self.robot = _Robot(self)
+        self.scene = _Scene(self)
         self.load_actors()
         if self.seed % 5 == 1:
             raise UnStableError(f"Objects is unstable in seed({self.seed}), unstable objects: double")
@@ -60,7 +65,13 @@ class Base_Task:
         if self.seed % 5 == 3:
             self.plan_success = False
             return
-        self.drive_target = goal + (0.5 if self.seed % 11 == 4 else 0.0)
+        start, end = self.drive_target.copy(), goal + (0.5 if self.seed % 11 == 4 else 0.0)
+        for k in range(1, EXPERT_MOVES + 1):
+            self.drive_target = start + (end - start) * k / EXPERT_MOVES
+            self._take_picture()
+
+    def _take_picture(self):
+        """Upstream records a dataset frame here while collecting data; evaluation saves nothing."""
 
     def set_instruction(self, instruction=None):
         self.instruction = instruction
@@ -68,20 +79,21 @@ class Base_Task:
     def close_env(self, clear_cache=False):
         self.cache_clears += int(clear_cache)
 
+    def _update_render(self):
+        """Upstream's draws the random light colours of randomized scenes from NumPy's global RNG."""
+        self.light = np.random.randint(0, 256)
+
     def get_obs(self):
-        vector = self.drive_target.copy()
+        self._update_render()
+        self.cameras.update_picture()
+        vector = np.array(self.robot.get_left_arm_jointState() + self.robot.get_right_arm_jointState())
         observation = {}
-        for name, (h, w) in self.camera_shapes.items():
-            rgb = np.empty((h, w, 3), dtype=np.uint8)
-            rgb[:] = self.backgrounds[name]
-            for j, value in enumerate(vector):
-                rgb[:8, 8 * j:8 * j + 8] = int((value + 4.0) * 30) % 256
-            rgb[-1, -1] = np.random.randint(0, 256)
+        for name, camera in self.cameras.by_name.items():
             observation[name] = {
                 "intrinsic_cv": np.eye(3),
                 "extrinsic_cv": np.zeros((3, 4)),
                 "cam2world_gl": np.eye(4),
-                "rgb": rgb,
+                "rgb": (camera.get_picture("Color") * 255).clip(0, 255).astype("uint8")[:, :, :3],
             }
         return {
             "observation": observation,
@@ -106,12 +118,73 @@ class Base_Task:
         target = np.asarray(action, dtype=float)
         for k in range(1, SUBSTEPS + 1):
             self.drive_target = start + (target - start) * k / SUBSTEPS
+            self._update_render()
             if self.check_success():
                 self.eval_success = True
                 return
 
     def reached(self, goal):
         return bool(np.max(np.abs(self.drive_target - goal)) < TOLERANCE)
+
+
+class _Camera:
+    """Upstream's SAPIEN camera as far as get_obs uses it: take_picture, then an RGBA float image."""
+
+    def __init__(self, env, name, shape):
+        self.env, self.name, self.shape = env, name, shape
+        self.picture = None
+
+    def take_picture(self):
+        h, w = self.shape
+        rgba = np.ones((h, w, 4), dtype=np.float32)
+        rgba[:, :, :3] = self.env.backgrounds[self.name] / 255.0
+        for j, value in enumerate(self.env.drive_target):
+            rgba[:8, 8 * j:8 * j + 8, :3] = (int((value + 4.0) * 30) % 256) / 255.0
+        rgba[-1, -1, :3] = self.env.light / 255.0
+        self.picture = rgba
+
+    def get_picture(self, kind):
+        assert kind == "Color" and self.picture is not None
+        return self.picture
+
+
+class _Cameras:
+    """Upstream's envs/camera/camera.py ``Camera``: wrist cameras by attribute, the rest by list."""
+
+    def __init__(self, env, shapes):
+        self.by_name = {name: _Camera(env, name, shape) for name, shape in shapes.items()}
+        self.left_camera, self.right_camera = self.by_name["left_camera"], self.by_name["right_camera"]
+        self.static_camera_name = [name for name in shapes if name not in ("left_camera", "right_camera")]
+        self.static_camera_list = [self.by_name[name] for name in self.static_camera_name]
+
+    def update_picture(self):
+        for camera in self.by_name.values():
+            camera.take_picture()
+
+
+class _Robot:
+    """The arms' joint states are the drive targets (lists, as upstream's are)."""
+
+    def __init__(self, env):
+        self.env = env
+
+    def get_left_arm_jointState(self):
+        return self.env.drive_target[:7].tolist()
+
+    def get_right_arm_jointState(self):
+        return self.env.drive_target[7:].tolist()
+
+
+class _Scene:
+    """No objects move in the double: one entity, posed by the first two drive targets."""
+
+    def __init__(self, env):
+        self.env = env
+
+    @property
+    def entities(self):
+        p = np.array([self.env.drive_target[0], self.env.drive_target[1], 0.0], dtype=np.float32)
+        return [type("Entity", (), {"pose": type("Pose", (), {"p": p, "q": np.array([1, 0, 0, 0], np.float32)})})]
 
 
 def _camera_shapes(kwags):
