@@ -23,7 +23,7 @@ from types import MappingProxyType
 from typing import Any
 
 from benchmarks.base import BenchmarkError
-from benchmarks.libero.runtime import SUITE_MAX_STEPS
+from benchmarks.libero.runtime import SUITE_MAX_STEPS, base_suite
 
 # How each trial's reset() draws from numpy's global RNG (the fixture poses it places).
 TASK_STREAM = "task"  # np.random seeded once per task; trial i resets after i earlier resets
@@ -163,7 +163,10 @@ def resolve(
 
 # openpi's and openvla's table (examples/libero/main.py:60-69), evalfleet's default.
 _LIBERO_MAX_STEPS = MappingProxyType(dict(SUITE_MAX_STEPS))
-_LEROBOT_MAX_STEPS = MappingProxyType({**_LIBERO_MAX_STEPS, "libero_spatial": 280})
+# lerobot's table changes libero_spatial alone; a perturbation suite takes its base suite's limit.
+_LEROBOT_MAX_STEPS = MappingProxyType(
+    {suite: 280 if base_suite(suite) == "libero_spatial" else steps for suite, steps in SUITE_MAX_STEPS.items()}
+)
 _UPSTREAM_LIBERO = "git+https://github.com/Lifelong-Robot-Learning/LIBERO"
 
 EVALFLEET = Preset(

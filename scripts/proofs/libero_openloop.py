@@ -55,7 +55,7 @@ import numpy as np
 import numpy.typing as npt
 import yaml
 
-from benchmarks.libero.runtime import SUITE_MAX_STEPS, import_libero, installed_versions, suite_size
+from benchmarks.libero.runtime import SUITE_MAX_STEPS, base_suite, import_libero, installed_versions, suite_size
 from manifests.format import Manifest
 from scripts.common.command import REPO, command_line
 from scripts.common.progress import progress
@@ -233,12 +233,13 @@ def harness_trials(
     os.environ.setdefault("PYOPENGL_PLATFORM", os.environ["MUJOCO_GL"])
     import torch
     from vla_eval.benchmarks.libero.benchmark import LIBEROBenchmark
+    from vla_eval.benchmarks.libero_pro.benchmark import LIBEROProBenchmark
     from vla_eval.runners.sync_runner import SyncEpisodeRunner
 
     load = torch.load  # LIBEROBenchmark patches it for LIBERO's pickled init states
-    benchmark = LIBEROBenchmark(
-        suite=suite, seed=SEED, num_steps_wait=WAIT_STEPS, send_wrist_image=True, send_state=True
-    )
+    # A LIBERO-PRO suite goes through vla-eval's own libero_pro benchmark, named in full.
+    harness = LIBEROBenchmark if base_suite(suite) == suite else LIBEROProBenchmark
+    benchmark = harness(suite=suite, seed=SEED, num_steps_wait=WAIT_STEPS, send_wrist_image=True, send_state=True)
     runner = SyncEpisodeRunner()
     done: list[Trial] = []
     try:

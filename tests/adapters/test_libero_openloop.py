@@ -73,6 +73,22 @@ def test_an_openpi_trial_is_vla_evals_trial_byte_for_byte(suite: str, task: int,
     assert len({t.observations[-1]["images.agentview"] for t in harness}) == trials, "each trial is its own"
 
 
+# One task of each LIBERO-PRO perturbation axis the installed package ships (one trial each), against
+# vla-eval's own libero_pro benchmark: object positions swapped, objects replaced, the instruction
+# paraphrased, a new task in the scene.
+PRO_CASES = ["libero_object_swap", "libero_spatial_object", "libero_goal_lan", "libero_10_task"]
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("suite", PRO_CASES)
+def test_a_libero_pro_trial_is_vla_evals_libero_pro_trial_byte_for_byte(suite: str) -> None:
+    harness, ours = compare_task(suite, 0, 1, STEPS)
+    (theirs,), (mine,) = harness, ours
+    assert differences(theirs, mine) == []
+    assert len(theirs.applied) == len(theirs.physics) == WAIT_STEPS + theirs.steps == WAIT_STEPS + STEPS
+    assert sorted(theirs.observations[0]) == ["images.agentview", "images.wrist", "states", "task_description"]
+
+
 @pytest.mark.timeout(600)
 def test_a_solved_trial_is_solved_at_the_same_step_on_both_sides() -> None:
     """The scripted oracle's commands on libero_object 0's trial 0 (it puts the soup in the basket),
