@@ -43,6 +43,7 @@ from manifests import overlays
 from scheduler import submission
 from scheduler.eval_info import FILE_NAME as EVAL_INFO_FILE
 from scheduler.eval_info import EpisodeKey
+from scheduler.results import write_text_atomically
 from scheduler.spec import (
     LoadedSpec,
     SpecError,
@@ -251,8 +252,9 @@ def describe(plan: Plan) -> list[str]:
     lines.append(
         f"workers     {len(plan.workers)} ({plan.sizing}), {spec.fleet.concurrency} episode(s) each, video {spec.video}"
     )
+    software = CPU_RENDERING[spec.benchmark.definition.gpu_renderer]
     for worker in plan.workers:
-        where = f"GPU {worker.gpu_uuid}" if worker.gpu_uuid else "CPU (OSMesa)"
+        where = f"GPU {worker.gpu_uuid}" if worker.gpu_uuid else f"CPU ({software})"
         stack = f", stack {spec.fleet.stack}" if spec.fleet.stack else ""
         lines.append(f"  {worker.worker_id:<24} {where}{stack}")
     return lines
@@ -290,7 +292,7 @@ def prepare_manifests(plan: Plan) -> list[manifest_format.Manifest]:
     for manifest in manifests:
         manifest_format.write(manifest, plan.manifests)
     # Written last: a build cut short leaves no listing, so the next run builds again.
-    _write_atomically(plan.manifests / BUILT_LIST, json.dumps([m.hash for m in manifests], indent=1))
+    write_text_atomically(plan.manifests / BUILT_LIST, json.dumps([m.hash for m in manifests], indent=1) + "\n")
     return manifests
 
 
@@ -513,7 +515,7 @@ class FleetRecord:
     def add(self, name: str, pid: int) -> None:
         entries = self._read()
         entries.append({"name": name, "pid": pid, "start": _start_time(pid)})
-        _write_atomically(self.path, json.dumps(entries, indent=1))
+        write_text_atomically(self.path, json.dumps(entries, indent=1) + "\n")
 
     def clear(self) -> None:
         self.path.unlink(missing_ok=True)
@@ -541,10 +543,8 @@ class FleetRecord:
         return entries
 
 
-def _write_atomically(path: Path, text: str) -> None:
-    temporary = path.with_name(f".{path.name}.tmp")
-    temporary.write_text(text + "\n")
-    os.replace(temporary, path)
+# How a worker without a GPU renders, by how the benchmark renders on one (`GpuRenderer`).
+CPU_RENDERING = {"egl": "OSMesa", "vulkan": "Mesa lavapipe", "none": "no rendering"}
 
 
 # What a run leaves in its output folder besides manifests, checkpoints and the lock (`--fresh`).
