@@ -23,8 +23,19 @@ from benchmarks.base import BenchmarkError
 from benchmarks.robotwin.config import eval_setup
 from benchmarks.robotwin.manifest import BENCHMARK, check_stack, episode_spec
 from benchmarks.robotwin.root import open_root
-from benchmarks.robotwin.runtime import RoboTwinRuntime
+from benchmarks.robotwin.runtime import ExpertCheck, RoboTwinRuntime
 from manifests.format import Manifest, ManifestError, read
+
+
+def entry_rows(runtime: RoboTwinRuntime, manifest: Manifest, index: int) -> tuple[ExpertCheck, npt.NDArray[np.float64]]:
+    """The expert's check of entry ``index``'s seed, and the rows [T, 14] it played."""
+    spec = episode_spec(manifest, index, runtime.root.commit)
+    setup = eval_setup(runtime.root, spec.task, spec.task_config)
+    env = runtime.acquire(spec.task)
+    try:
+        return runtime.expert_rows(env, setup, spec.seed, index)
+    finally:
+        runtime.release(spec.task, env)
 
 
 def expert_rows(runtime: RoboTwinRuntime, manifests: Sequence[Manifest]) -> dict[str, npt.NDArray[np.float64]]:
@@ -36,12 +47,7 @@ def expert_rows(runtime: RoboTwinRuntime, manifests: Sequence[Manifest]) -> dict
             spec = episode_spec(manifest, index, runtime.root.commit)
             if spec.episode_id in rows:
                 raise BenchmarkError(f"episode id {spec.episode_id} is in more than one manifest", field="manifests")
-            setup = eval_setup(runtime.root, spec.task, spec.task_config)
-            env = runtime.acquire(spec.task)
-            try:
-                check, played = runtime.expert_rows(env, setup, spec.seed, index)
-            finally:
-                runtime.release(spec.task, env)
+            check, played = entry_rows(runtime, manifest, index)
             if not check.accepted:
                 raise BenchmarkError(
                     f"{spec.episode_id}: the expert now ends seed {spec.seed} as {check.outcome} {check.detail}; "

@@ -31,6 +31,7 @@ import numpy as np
 
 from benchmarks.robotwin.adapter import RoboTwinBenchmark
 from benchmarks.robotwin.config import POLICY_CAMERAS, eval_setup
+from benchmarks.robotwin.expert import entry_rows
 from benchmarks.robotwin.rng import NumpyStream
 from manifests.format import Manifest, read
 
@@ -85,10 +86,7 @@ def main() -> None:
     manifest = read(args.manifest)
     benchmark = RoboTwinBenchmark(args.robotwin_root)
     entry = manifest.episodes[0]
-    setup = eval_setup(benchmark.root, manifest.task, entry["task_config"])
-    env = benchmark.runtime.acquire(manifest.task)
-    check, expert = benchmark.runtime.expert_rows(env, setup, entry["seed"], 0)
-    benchmark.runtime.release(manifest.task, env)
+    check, expert = entry_rows(benchmark.runtime, manifest, 0)
     assert check.accepted and len(expert) >= args.actions, (check, len(expert))
     rows = np.asarray(expert[: args.actions])
     loops: dict[str, Callable[[], float]] = {
