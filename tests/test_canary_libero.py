@@ -11,7 +11,6 @@ oracle succeed; a broken setup's episodes run to it.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import re
@@ -23,11 +22,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from libero_guard import LIBERO_MISSING, REASON
 from procs import cli, wait_until
 from run_specs import oracle_document, write_spec
 
-if importlib.util.find_spec("libero") is None and os.environ.get("EVALFLEET_REQUIRE_LIBERO") != "1":
-    pytest.skip("LIBERO is not installed (scripts/install_libero.sh)", allow_module_level=True)
+if LIBERO_MISSING:
+    pytest.skip(REASON, allow_module_level=True)
 
 pytestmark = [pytest.mark.slow, pytest.mark.libero, pytest.mark.timeout(900)]
 

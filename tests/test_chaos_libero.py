@@ -9,11 +9,11 @@ once, with the calm run's success, steps and trace digest.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 from pathlib import Path
 
 import pytest
+from libero_guard import LIBERO_MISSING, REASON
 
 from scripts.chaos.libero import (
     LIBERO_TARGETS,
@@ -25,8 +25,8 @@ from scripts.chaos.libero import (
 )
 from scripts.common.netns import netns_unavailable
 
-if importlib.util.find_spec("libero") is None and os.environ.get("EVALFLEET_REQUIRE_LIBERO") != "1":
-    pytest.skip("LIBERO is not installed (scripts/install_libero.sh)", allow_module_level=True)
+if LIBERO_MISSING:
+    pytest.skip(REASON, allow_module_level=True)
 
 pytestmark = [pytest.mark.slow, pytest.mark.libero, pytest.mark.timeout(600)]
 

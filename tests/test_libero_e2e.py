@@ -7,19 +7,18 @@ rendering with MuJoCo, policy sessions, per-episode reports, summary — runs in
 
 from __future__ import annotations
 
-import importlib.util
-import os
 import sqlite3
 from pathlib import Path
 
 import pytest
+from libero_guard import LIBERO_MISSING, REASON
 from procs import build_libero_manifests, submit_libero, wait_settled
 
 from inference_server.checkpoint import seal
 from manifests import format as manifest_format
 
-if importlib.util.find_spec("libero") is None and os.environ.get("EVALFLEET_REQUIRE_LIBERO") != "1":
-    pytest.skip("LIBERO is not installed (scripts/install_libero.sh)", allow_module_level=True)
+if LIBERO_MISSING:
+    pytest.skip(REASON, allow_module_level=True)
 
 pytestmark = [pytest.mark.slow, pytest.mark.libero, pytest.mark.timeout(600)]
 

@@ -9,7 +9,6 @@ episode again, and ends with the same result per episode as the uninterrupted ru
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import shutil
@@ -20,13 +19,14 @@ import sys
 from pathlib import Path
 
 import pytest
+from libero_guard import LIBERO_MISSING, REASON
 from procs import cli, wait_until
 from run_specs import oracle_spec
 
 from scheduler import spec as spec_module
 
-if importlib.util.find_spec("libero") is None and os.environ.get("EVALFLEET_REQUIRE_LIBERO") != "1":
-    pytest.skip("LIBERO is not installed (scripts/install_libero.sh)", allow_module_level=True)
+if LIBERO_MISSING:
+    pytest.skip(REASON, allow_module_level=True)
 
 pytestmark = [pytest.mark.slow, pytest.mark.libero, pytest.mark.timeout(900)]
 

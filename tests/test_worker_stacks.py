@@ -11,7 +11,6 @@ stack.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 from pathlib import Path
@@ -19,6 +18,7 @@ from typing import Any
 
 import pytest
 from dashboard_proc import call, start_with_dashboard
+from libero_guard import LIBERO_MISSING, REASON
 from procs import cli, require_built, submit_libero, wait_settled, wait_until
 from prometheus_client.parser import text_string_to_metric_families
 from run_specs import oracle_document, write_spec
@@ -29,8 +29,8 @@ from evalfleet.v1 import scheduler_pb2 as pb
 from manifests import format as manifest_format
 from manifests.overlays import overlay, stacks_dir
 
-if importlib.util.find_spec("libero") is None and os.environ.get("EVALFLEET_REQUIRE_LIBERO") != "1":
-    pytest.skip("LIBERO is not installed (scripts/install_libero.sh)", allow_module_level=True)
+if LIBERO_MISSING:
+    pytest.skip(REASON, allow_module_level=True)
 
 STACK = "mujoco-3.2.3_robosuite-1.4.1"
 require_built(stacks_dir() / STACK, "make stacks")

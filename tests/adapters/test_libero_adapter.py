@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable
 
 import numpy as np
 import pytest
+from libero_guard import LIBERO_MISSING, REASON
 
 from benchmarks import adapter_class
 from benchmarks.base import BenchmarkError, EpisodeVerdict, Numbering, SimObservation, TraceDigest
@@ -27,8 +28,8 @@ from benchmarks.libero.runtime import installed_versions, read_init_states, reso
 from benchmarks.libero.sim import add_state, make_env, to_observation
 from manifests.format import Manifest, ManifestError, build
 
-if importlib.util.find_spec("libero") is None and os.environ.get("EVALFLEET_REQUIRE_LIBERO") != "1":
-    pytest.skip("LIBERO is not installed (scripts/install_libero.sh)", allow_module_level=True)
+if LIBERO_MISSING:
+    pytest.skip(REASON, allow_module_level=True)
 
 from benchmarks.libero.adapter import LiberoBenchmark, add_build_arguments, build_manifests
 from scripts.bench.raw_libero import reset_trial

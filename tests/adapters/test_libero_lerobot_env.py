@@ -15,7 +15,6 @@ must be the same. Cameras render at 64 pixels (the preset's 256 only costs time 
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -24,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from libero_guard import LIBERO_MISSING, REASON
 from procs import require_built
 
 from benchmarks.libero.runtime import SUITE_MAX_STEPS
@@ -39,8 +39,8 @@ from scripts.proofs.lerobot_libero_env import (
 )
 from scripts.proofs.libero_openloop import WAIT_STEPS, differences
 
-if importlib.util.find_spec("libero") is None and os.environ.get("EVALFLEET_REQUIRE_LIBERO") != "1":
-    pytest.skip("LIBERO is not installed (scripts/install_libero.sh)", allow_module_level=True)
+if LIBERO_MISSING:
+    pytest.skip(REASON, allow_module_level=True)
 LEROBOT_PYTHON = Path(os.environ.get("EVALFLEET_LEROBOT_PYTHON", ".venv-lerobot/bin/python")).absolute()
 if not LEROBOT_PYTHON.exists() and "EVALFLEET_LEROBOT_PYTHON" not in os.environ:
     pytest.skip("the lerobot virtualenv is not built (make lerobot-venv)", allow_module_level=True)

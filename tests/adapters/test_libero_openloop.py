@@ -22,9 +22,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from libero_guard import LIBERO_MISSING, REASON
 
-if importlib.util.find_spec("libero") is None and os.environ.get("EVALFLEET_REQUIRE_LIBERO") != "1":
-    pytest.skip("LIBERO is not installed (scripts/install_libero.sh)", allow_module_level=True)
+if LIBERO_MISSING:
+    pytest.skip(REASON, allow_module_level=True)
 if importlib.util.find_spec("vla_eval") is None:
     pytest.skip("vla-eval is not installed (the `remote` extra)", allow_module_level=True)
 

@@ -8,15 +8,14 @@ server would keep) puts the soup in the basket. One trial with 32x32 cameras: ab
 from __future__ import annotations
 
 import argparse
-import importlib.util
-import os
 from pathlib import Path
 
 import numpy as np
 import pytest
+from libero_guard import LIBERO_MISSING, REASON
 
-if importlib.util.find_spec("libero") is None and os.environ.get("EVALFLEET_REQUIRE_LIBERO") != "1":
-    pytest.skip("LIBERO is not installed (scripts/install_libero.sh)", allow_module_level=True)
+if LIBERO_MISSING:
+    pytest.skip(REASON, allow_module_level=True)
 
 from benchmarks.libero.adapter import LiberoBenchmark, add_build_arguments, build_manifests
 from evalfleet.v1 import policy_pb2

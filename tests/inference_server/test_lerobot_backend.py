@@ -16,7 +16,6 @@ import pytest
 from lerobot_helpers import (
     CAMERA,
     NEEDS_LEROBOT,
-    NEEDS_LIBERO,
     TINY,
     LerobotMade,
     direct_chunks,
@@ -27,6 +26,7 @@ from lerobot_helpers import (
     serve_libero_episodes,
     server,
 )
+from libero_guard import NEEDS_LIBERO
 from safetensors import safe_open
 
 from benchmarks.robotwin.config import POLICY_CAMERAS

@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from lerobot_helpers import NEEDS_LEROBOT, NEEDS_LIBERO, backend_settings, build_tiny
+from lerobot_helpers import NEEDS_LEROBOT, backend_settings, build_tiny
+from libero_guard import NEEDS_LIBERO
 from procs import cli, require_built
 from run_specs import write_spec
 

@@ -22,7 +22,6 @@ import pytest
 from lerobot_helpers import (
     CAMERA,
     NEEDS_LEROBOT,
-    NEEDS_LIBERO,
     backend_settings,
     build_tiny,
     direct_chunks,
@@ -31,6 +30,7 @@ from lerobot_helpers import (
     serve_libero_episodes,
     server,
 )
+from libero_guard import NEEDS_LIBERO
 
 from evalfleet.policy_api import tensors
 from inference_server.checkpoint import seal

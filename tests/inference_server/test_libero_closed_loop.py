@@ -26,7 +26,6 @@ request sequences mean both sides ran the same trials, bit for bit, through thei
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import sqlite3
@@ -39,6 +38,7 @@ from typing import Any
 import numpy as np
 import pytest
 import request_digest
+from libero_guard import LIBERO_MISSING, REASON
 from procs import cli, require_built, wait_settled
 
 from evalfleet.processes import ServiceProcess, free_port
@@ -47,8 +47,8 @@ from manifests import format as manifest_format
 from manifests.overlays import python_path, stacks_dir
 from scripts.proofs.solved import OracleEnd, oracle_replay
 
-if importlib.util.find_spec("libero") is None and os.environ.get("EVALFLEET_REQUIRE_LIBERO") != "1":
-    pytest.skip("LIBERO is not installed (scripts/install_libero.sh)", allow_module_level=True)
+if LIBERO_MISSING:
+    pytest.skip(REASON, allow_module_level=True)
 
 pytestmark = [pytest.mark.proof, pytest.mark.slow, pytest.mark.libero, pytest.mark.timeout(900)]
 

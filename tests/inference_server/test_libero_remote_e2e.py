@@ -9,14 +9,13 @@ episode completes once the server is back at the same URL.
 
 from __future__ import annotations
 
-import importlib.util
-import os
 import sqlite3
 import time
 from functools import partial
 from pathlib import Path
 
 import pytest
+from libero_guard import LIBERO_MISSING, REASON
 from openpi_helpers import STARVLA_DOUBLE, OpenpiServer
 from procs import build_libero_manifests, submit_libero, wait_settled, wait_until
 from remote_checkpoints import EPOCHS, make_remote_checkpoint
@@ -25,8 +24,8 @@ from vlaeval_helpers import VlaEvalServer
 from evalfleet.processes import free_port
 from evalfleet.v1 import scheduler_pb2
 
-if importlib.util.find_spec("libero") is None and os.environ.get("EVALFLEET_REQUIRE_LIBERO") != "1":
-    pytest.skip("LIBERO is not installed (scripts/install_libero.sh)", allow_module_level=True)
+if LIBERO_MISSING:
+    pytest.skip(REASON, allow_module_level=True)
 
 pytestmark = [pytest.mark.slow, pytest.mark.libero, pytest.mark.timeout(600)]
 

@@ -19,21 +19,20 @@ says it must be (StarVLA's LIBERO checkpoints have 8). Two libero_object trials,
 
 from __future__ import annotations
 
-import importlib.util
-import os
 import sqlite3
 from pathlib import Path
 
 import pytest
 from docs_recipes import recipe
+from libero_guard import LIBERO_MISSING, REASON
 from openpi_helpers import STARVLA_DOUBLE, OpenpiServer
 from procs import cli, submit_libero, wait_settled
 
 from evalfleet.processes import free_port
 from inference_server.checkpoint import seal
 
-if importlib.util.find_spec("libero") is None and os.environ.get("EVALFLEET_REQUIRE_LIBERO") != "1":
-    pytest.skip("LIBERO is not installed (scripts/install_libero.sh)", allow_module_level=True)
+if LIBERO_MISSING:
+    pytest.skip(REASON, allow_module_level=True)
 
 pytestmark = [pytest.mark.slow, pytest.mark.libero, pytest.mark.timeout(1200)]
 

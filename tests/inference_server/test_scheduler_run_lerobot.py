@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 import yaml
 from doc_snippets import run_in, snippet
-from lerobot_helpers import CAMERA, LIBERO_STEPS, NEEDS_LEROBOT, NEEDS_LIBERO, LerobotMade, run_lerobot
+from lerobot_helpers import CAMERA, LIBERO_STEPS, NEEDS_LEROBOT, LerobotMade, run_lerobot
+from libero_guard import NEEDS_LIBERO
 
 RUN_COMMANDS = ".venv/bin/scheduler run eval.yaml --dry-run   # the plan: processes, GPUs, manifests, episodes"
 
