@@ -42,6 +42,7 @@ import importlib.util
 import json
 import os
 import random
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -108,13 +109,15 @@ def evalfleet_episode(
 # --- upstream's side (a fresh process) ---------------------------------------------------------
 
 
-class ReplayPolicy:
-    """A deploy module's model for eval_policy.py: replays the rows of the episode's seed."""
+class RecordingPolicy:
+    """A deploy module's model for eval_policy.py that records what upstream's loop did: per
+    episode the seed, the instruction, the first observation's digest and the trace after every
+    action. Subclasses choose each action (``action``); the run ends at the reset after the last
+    requested episode, and an episode after ``max_actions`` actions."""
 
-    def __init__(
-        self, rows: dict[int, Any], episodes: int, max_actions: int | None, seeds: dict[str, int], out: Path
-    ) -> None:
-        self.rows, self.episodes, self.max_actions, self.seeds, self.out = rows, episodes, max_actions, seeds, out
+    def __init__(self, episodes: int, max_actions: int | None, out: Path) -> None:
+        self.episodes, self.max_actions, self.out = episodes, max_actions, out
+        self.seeds: dict[str, int] = {}  # {"last": the seed of the last setup_demo}, kept by run_upstream
         self.records: list[EpisodeRecord] = []
         self.trace = TraceDigest()
 
@@ -126,8 +129,11 @@ class ReplayPolicy:
         self.records.append(EpisodeRecord(seed=self.seeds["last"]))
         self.trace = TraceDigest()
 
+    def action(self, env: Any, observation: dict[str, Any], record: EpisodeRecord) -> Any:
+        raise NotImplementedError
+
     def eval(self, env: Any, _model: Any, observation: dict[str, Any]) -> None:
-        """``eval``: one expert row per call, as an ACT-style deploy script takes one action."""
+        """``eval``: one ``take_action`` per call, as RoboTwin's deploy scripts take one action."""
         record = self.records[-1]
         if not record.step_digests:
             record.instruction = str(env.get_instruction())
@@ -139,27 +145,36 @@ class ReplayPolicy:
             record.initial_digest = observation_digest(first)
             self.trace.add(f"state/{STATE_KEY}", state)
             self.trace.add("poses", scene_poses(env))
-        rows = self.rows[record.seed]
-        row = np.asarray(rows[min(len(record.step_digests), len(rows) - 1)], dtype=np.float64)
-        env.take_action(row)
+        command = self.action(env, observation, record)
+        env.take_action(command)
         record.steps = env.take_action_cnt
         record.success = record.success or bool(env.eval_success)
+        row = np.asarray(command, dtype=np.float64)  # the command's values, as an episode traces them
         trace_action(self.trace, env, row, joint_vector(env), record.success)
         record.step_digests.append(self.trace.hexdigest())
         if len(record.step_digests) == self.max_actions:
             env.take_action_cnt = env.step_lim  # ends the episode as its step limit would; nothing after is compared
 
 
-def run_upstream(
-    root: Path, task: str, setting: str, episodes: int, max_actions: int | None, rows_path: Path, out: Path
-) -> None:
-    """eval_policy.py's ``main`` for ``task``, as its command line would run it, with the replay policy."""
+class ReplayPolicy(RecordingPolicy):
+    """Replays the rows of the episode's seed, holding the last row as the ``replay`` backend does."""
+
+    def __init__(self, rows: dict[int, Any], episodes: int, max_actions: int | None, out: Path) -> None:
+        super().__init__(episodes, max_actions, out)
+        self.rows = rows
+
+    def action(self, env: Any, observation: dict[str, Any], record: EpisodeRecord) -> Any:
+        rows = self.rows[record.seed]
+        return np.asarray(rows[min(len(record.step_digests), len(rows) - 1)], dtype=np.float64)
+
+
+def run_upstream(root: Path, task: str, setting: str, policy: RecordingPolicy) -> None:
+    """eval_policy.py's ``main`` for ``task``, as its command line would run it, with ``policy`` as
+    the deploy module; ends the process when the policy has recorded its episodes."""
     RoboTwinRuntime(open_root(root))  # the CPU stack's patches, before envs is imported
     os.chdir(root)
-    with np.load(rows_path) as loaded:
-        rows = {int(seed): loaded[seed] for seed in loaded.files}
     task_config, instruction_type = SETTINGS[setting].task_config, SETTINGS[setting].instruction_type
-    seeds: dict[str, int] = {}
+    seeds = policy.seeds
     task_class = getattr(importlib.import_module(f"envs.{task}"), task)
     setup_demo = task_class.setup_demo
 
@@ -179,7 +194,6 @@ def run_upstream(
         return generate(task_name, episode_info, test_num)
 
     setattr(eval_policy, "generate_episode_descriptions", seeded_generate)  # noqa: B010 (upstream's module)
-    policy = ReplayPolicy(rows, episodes, max_actions, seeds, out)
     module = types.ModuleType(REPLAY_MODULE)  # what eval_policy.py imports by --policy_name
     for name, function in (
         ("get_model", lambda _usr_args: policy),
@@ -197,20 +211,29 @@ def run_upstream(
         "seed": 0,
     }
     eval_policy.main(usr_args)
-    raise SystemExit(f"upstream ran out of episodes before {episodes}")
+    raise SystemExit(f"upstream ran out of episodes before {policy.episodes}")
+
+
+def upstream_environment() -> tuple[dict[str, str], Path]:
+    """The environment an upstream process runs in (the repository importable, ``ffmpeg`` a stand-in
+    that discards the frames), and the folder holding the stand-in, to delete afterwards."""
+    work = Path(tempfile.mkdtemp(prefix="robotwin-upstream-"))
+    stand_in = work / "bin" / "ffmpeg"
+    stand_in.parent.mkdir()
+    stand_in.write_text("#!/bin/sh\nexec cat >/dev/null\n")
+    stand_in.chmod(0o755)
+    env = {**os.environ, "PATH": f"{stand_in.parent}{os.pathsep}{os.environ['PATH']}"}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    return env, work
 
 
 def upstream_episodes(
     root: Path, task: str, setting: str, episodes: int, max_actions: int | None, rows: dict[int, Any]
 ) -> list[EpisodeRecord]:
     """Upstream's records of its first ``episodes`` episodes, from a fresh process."""
-    with tempfile.TemporaryDirectory(prefix="robotwin-proof-") as folder:
-        work = Path(folder)
+    env, work = upstream_environment()
+    try:
         np.savez(work / "rows.npz", **{str(seed): r for seed, r in rows.items()})
-        stand_in = work / "bin" / "ffmpeg"
-        stand_in.parent.mkdir()
-        stand_in.write_text("#!/bin/sh\nexec cat >/dev/null\n")
-        stand_in.chmod(0o755)
         argv = [
             sys.executable, "-m", "scripts.proofs.robotwin_eval_policy", "--upstream", "--robotwin-root", str(root),
             "--tasks", task, "--setting", setting, "--episodes", str(episodes),
@@ -218,12 +241,12 @@ def upstream_episodes(
         ]  # fmt: skip
         if max_actions is not None:
             argv += ["--max-actions", str(max_actions)]
-        env = {**os.environ, "PATH": f"{stand_in.parent}{os.pathsep}{os.environ['PATH']}"}
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
         run = subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         if run.returncode != 0:
             raise RuntimeError(f"upstream's eval_policy.py exited {run.returncode}: {run.stderr[-3000:]}")
         return [EpisodeRecord(**r) for r in json.loads((work / "upstream.json").read_text(encoding="utf-8"))]
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 # --- comparing ---------------------------------------------------------------------------------
@@ -295,7 +318,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("--max-actions must be at least 1")
     root = args.robotwin_root.resolve()
     if args.upstream:
-        run_upstream(root, args.tasks[0], args.setting, args.episodes, args.max_actions, args.rows, args.out)
+        with np.load(args.rows) as loaded:
+            recorded = {int(seed): loaded[seed] for seed in loaded.files}
+        run_upstream(
+            root, args.tasks[0], args.setting, ReplayPolicy(recorded, args.episodes, args.max_actions, args.out)
+        )
     started = time.perf_counter()
     rows = [row for task in args.tasks for row in prove_task(root, task, args.setting, args.episodes, args.max_actions)]
     identical = sum(not row["differences"] for row in rows)

@@ -8,7 +8,10 @@ backend (`python -m benchmarks.robotwin.expert`), solves the episode through sch
 inference server by RoboTwin's own latched check_success. On stack_blocks_two also: observations
 rendered on demand are `get_obs()`'s images, holding still solves nothing and the canary says so,
 a worker killed with SIGKILL mid-episode leaves the same results as an uninterrupted run, the
-episode packaged as a published subset and imported from a spec plays as the scanned one does; and
+episode packaged as a published subset and imported from a spec plays as the scanned one does, the
+session's causal history holds the commands RoboTwin executed, a tiny LeRobot ACT runs from its
+config.json alone, and docs/remote.md's StarVLA RoboTwin recipe sends the double of StarVLA's server
+what StarVLA's own client sends from upstream's loop; and
 the code still gives the description of its API the RoboTwin double is checked against in CI, and
 upstream's own script/eval_policy.py and an evalfleet episode play the same first actions alike.
 Everything runs in .venv-robotwin (`make robotwin`) on a checkout that EVALFLEET_ROBOTWIN_ROOT
@@ -26,6 +29,7 @@ import shutil
 import signal
 import sqlite3
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +38,8 @@ import pytest
 import yaml
 from procs import wait_until
 from robotwin_interface import FIXTURE
+
+from evalfleet.processes import ServiceProcess, free_port
 
 if not os.environ.get("EVALFLEET_ROBOTWIN_ROOT"):
     pytest.skip("EVALFLEET_ROBOTWIN_ROOT is not set (a RoboTwin checkout at c3ddfa8)", allow_module_level=True)
@@ -45,12 +51,19 @@ LEROBOT_PYTHON = Path(os.environ.get("EVALFLEET_LEROBOT_PYTHON", REPO / ".venv-l
 REPLAY = Path(__file__).with_name("robotwin_expert_replay.py")
 OBSERVE = Path(__file__).with_name("robotwin_observe_check.py")
 INTERFACE = Path(__file__).with_name("robotwin_interface.py")
+STARVLA_UPSTREAM = Path(__file__).with_name("robotwin_starvla_upstream.py")
+STARVLA_DOUBLE = REPO / "tests" / "inference_server" / "starvla_double.py"
+sys.path.append(str(STARVLA_DOUBLE.parent))  # docs_recipes: the StarVLA recipes docs/remote.md prints
+from docs_recipes import recipe, robotwin_reply  # noqa: E402
+
 TASKS = ("stack_blocks_two", "stack_blocks_three", "handover_block", "blocks_ranking_rgb", "blocks_ranking_size")
 CPU_KEYS = {"robotwin_stack": "cpu", "sapien": "3.0.3", "robotwin_shader": "default"}
 
 
-def _run(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:
+def _run(*args: str, timeout: float, pythonpath: Path | None = None) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+    if pythonpath is not None:
+        env["PYTHONPATH"] = str(pythonpath)
     done = subprocess.run(args, capture_output=True, text=True, timeout=timeout, cwd=REPO, env=env)
     assert done.returncode == 0, (done.stdout[-2000:], done.stderr[-3000:])
     return done
@@ -118,10 +131,15 @@ def test_scans_spread_over_processes_give_the_manifests_of_one_process(tmp_path:
 
 
 def _fleet_run(
-    folder: Path, submission: str, rows: Path, checkpoint: dict[str, Any] | None = None, **spec: Any
+    folder: Path,
+    submission: str,
+    rows: Path,
+    checkpoint: dict[str, Any] | None = None,
+    pythonpath: Path | None = None,
+    **spec: Any,
 ) -> tuple[str, dict[str, Any]]:
     """`scheduler run` (from .venv-robotwin) of the manifest's task with ``rows`` served by `replay`
-    (or with ``checkpoint``)."""
+    (or with ``checkpoint``; a plug-in backend's module in ``pythonpath``)."""
     manifest = json.loads(next((folder / "manifests").glob("*.json")).read_text())
     document = {
         "id": submission,
@@ -141,7 +159,7 @@ def _fleet_run(
     }
     path = folder / f"{submission}.yaml"
     path.write_text(yaml.safe_dump(document))
-    run = _run(str(PYTHON), "-m", "scheduler.cli", "run", str(path), timeout=900)
+    run = _run(str(PYTHON), "-m", "scheduler.cli", "run", str(path), timeout=900, pythonpath=pythonpath)
     return run.stdout + run.stderr, json.loads((folder / "runs" / submission / "RESULTS.json").read_text())
 
 
@@ -235,6 +253,44 @@ def test_upstreams_eval_policy_and_an_episode_agree_action_for_action(tmp_path: 
 
 
 @pytest.mark.timeout(1200)
+def test_the_sessions_history_holds_the_commands_robotwin_executed(blocks: tuple[Path, Path], tmp_path: Path) -> None:
+    """The `replay` backend finds its place in the episode's rows from the session's causal history;
+    here it also logs that history at every request (robotwin_history_backend.py), and only 7 rows
+    of each 10-row chunk run (`actions_per_chunk: 7`), so the history must hold what ran, not what
+    was answered. Asserted: at every request, the history's steps are the requests before it and
+    its executed commands, in order, are the rows RoboTwin executed, 7 per chunk, every float64 bit;
+    and the episode ends as a plain replay's with whole chunks does (the same success step and trace
+    digest, which chains every command RoboTwin executed and the state after it)."""
+    manifest, rows = blocks
+    folder = manifest.parent.parent
+    plugin_rows = tmp_path / "history" / "rows.npz"
+    plugin_rows.parent.mkdir()
+    shutil.copy(rows, plugin_rows)
+    log = tmp_path / "history.jsonl"
+    checkpoint = {
+        "path": str(plugin_rows.parent),
+        "backend": "robotwin_history_backend:recording",
+        "settings": {"chunk_length": 10, "history_log": str(log)},
+    }
+    output, _ = _fleet_run(folder, "history", rows, checkpoint, Path(__file__).parent, actions_per_chunk=7)
+    assert "1/1 episodes solved" in output, output[-3000:]
+    _fleet_run(folder, "whole-chunks", rows)
+    ((_, _), history_run) = next(iter(_results(folder / "runs" / "history").items()))
+    ((_, _), plain_run) = next(iter(_results(folder / "runs" / "whole-chunks").items()))
+    assert history_run == plain_run and history_run[0] == 1
+    requests = [json.loads(line) for line in log.read_text().splitlines()]
+    with np.load(rows) as recorded:
+        expert = recorded[requests[0]["episode_id"]]
+    assert len(requests) == -(-history_run[1] // 7), "a request per 7 executed rows until success"
+    for index, request in enumerate(requests):
+        assert [step for step, _ in request["entries"]] == list(range(index))
+        assert all(len(executed) == 7 for _, executed in request["entries"])
+        executed = np.asarray([row for _, chunk in request["entries"] for row in chunk], dtype=np.float64)
+        ran = expert[np.minimum(np.arange(7 * index), len(expert) - 1)]
+        assert executed.reshape(ran.shape).tobytes() == ran.tobytes(), f"request {index}"
+
+
+@pytest.mark.timeout(1200)
 def test_holding_still_solves_nothing_and_the_canary_says_so(blocks: tuple[Path, Path]) -> None:
     manifest, rows = blocks
     still = manifest.parent.parent / "still" / "rows.npz"
@@ -278,17 +334,11 @@ def test_a_worker_killed_mid_episode_leaves_the_results_of_an_uninterrupted_run(
     assert "claimed cut-00000 (attempt 2" in logs, "the other worker ran the episode again"
 
 
-@pytest.mark.timeout(1200)
-def test_a_subset_package_of_the_scanned_episode_runs_as_the_scan_does(
-    blocks: tuple[Path, Path], tmp_path: Path
-) -> None:
-    """The scanned episode as a published subset package lays it out (seed, instruction, the draw
-    and the first observation's digest), imported from the spec's `subset`: the episode checks the
-    draw and the digest at its reset, and the expert's rows play it as they play the scan's."""
-    manifest, rows = blocks
+def _subset_package(manifest: Path, package: Path, step_limit: int | None = None) -> Path:
+    """The manifest's one episode as a published subset package lays it out (seed, instruction,
+    the draw and the first observation's digest), with the manifest's step limit or ``step_limit``."""
     scanned = json.loads(manifest.read_text())
     (episode,) = scanned["episodes"]
-    package = tmp_path / "subset"
     package.mkdir()
     fields = ("episode_id", "seed", "instruction", "instruction_draw", "initial_observation_digest")
     row = {"task": scanned["task"], "setting": "clean", **{name: episode[name] for name in fields}}
@@ -297,13 +347,25 @@ def test_a_subset_package_of_the_scanned_episode_runs_as_the_scan_does(
         "name": "stack-blocks-two-first",
         "robotwin_commit": (ROOT / "ROBOTWIN_COMMIT").read_text().strip(),
         "settings": {"clean": {"task_config": "demo_clean", "instruction_type": "seen"}},
-        "step_limits": {scanned["task"]: episode["step_limit"]},
+        "step_limits": {scanned["task"]: step_limit or episode["step_limit"]},
     }
     (package / "subset.json").write_text(json.dumps(metadata))
     sums = [
         f"{hashlib.sha256((package / n).read_bytes()).hexdigest()}  {n}\n" for n in ("episodes.jsonl", "subset.json")
     ]
     (package / "SHA256SUMS").write_text("".join(sums))
+    return package
+
+
+@pytest.mark.timeout(1200)
+def test_a_subset_package_of_the_scanned_episode_runs_as_the_scan_does(
+    blocks: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """The scanned episode as a published subset package lays it out (seed, instruction, the draw
+    and the first observation's digest), imported from the spec's `subset`: the episode checks the
+    draw and the digest at its reset, and the expert's rows play it as they play the scan's."""
+    manifest, rows = blocks
+    package = _subset_package(manifest, tmp_path / "subset")
     folder = manifest.parent.parent
     subset_output, _ = _fleet_run(
         folder, "subset", rows, benchmark={"robotwin": {"subset": str(package), "root": str(ROOT)}}
@@ -341,3 +403,59 @@ def test_a_lerobot_act_on_robotwins_features_runs_an_episode_with_settings_deriv
     sealed = json.loads((act / "evalfleet-checkpoint.json").read_text())
     cameras = {c["name"]: (c["height"], c["width"]) for c in sealed["settings"]["cameras"]}
     assert cameras == {"head_camera": (240, 320), "left_camera": (240, 320), "right_camera": (240, 320)}
+
+
+STARVLA_REQUESTS = 3  # the upstream side's requests: its images after 0, 16 and 32 commands
+
+
+def _records(path: Path) -> list[dict[str, Any]]:
+    """What the StarVLA double received, one example per line (its --record)."""
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+@pytest.mark.timeout(1800)
+@pytest.mark.parametrize("action_mode", ["abs", "rel"])
+def test_starvlas_robotwin_recipe_sends_what_starvlas_client_sends_on_robotwins_own_loop(
+    blocks: tuple[Path, Path], tmp_path: Path, action_mode: str
+) -> None:
+    """docs/remote.md's StarVLA RoboTwin recipe, served by evalfleet's `remote` backend to the double
+    of StarVLA's server (its `hashed` model: any other image byte, prompt or state changes every
+    action), runs stack_blocks_two's first episode through `scheduler run` to its step limit; then
+    StarVLA's own client (restated) runs on RoboTwin's own script/eval_policy.py
+    (robotwin_starvla_upstream.py) against the same double for its first requests (upstream's loop
+    renders every camera after every action, 1.7 s each here). Asserted: the double received the
+    same model inputs request by request: every image's bytes after the 224 x 224 resize, taken
+    after the commands of the chunks before (so the commands RoboTwin executed were the same), the
+    prompt and the unnorm key; `abs` sends float32 commands, which StarVLA passes to take_action as
+    they are and evalfleet's episode as float64, `rel` float64 commands built on the real state."""
+    manifest, rows = blocks
+    folder = manifest.parent.parent
+    settings = {**recipe("starvla_robotwin.yaml"), **robotwin_reply(action_mode)}
+    chunk = settings["chunk_length"]
+    record = tmp_path / "received.jsonl"
+    argv = [sys.executable, str(STARVLA_DOUBLE), "--port", str(free_port()), "--embodiment", "robotwin"]
+    argv += ["--chunk", str(chunk), "--action-dim", "14", "--model", "hashed", "--record", str(record)]
+    with ServiceProcess(argv, tmp_path / "double.log").start() as double:
+        url = f"ws://{double.address}"
+        submission = f"starvla-{action_mode}"
+        python = str(REPO / ".venv" / "bin" / "python")  # the remote backend's client libraries
+        output, results = _fleet_run(
+            folder, submission, rows, checkpoint={"remote": {**settings, "url": url}, "python": python}
+        )
+        assert results["overall"]["completed"] == 1, output[-3000:]
+        sent_by_fleet = _records(record)
+        upstream = tmp_path / "upstream.json"
+        _run(
+            str(PYTHON), str(STARVLA_UPSTREAM), str(ROOT), "stack_blocks_two", "clean-seen", url,
+            settings["unnorm_key"], action_mode, str(STARVLA_REQUESTS * chunk), str(upstream), timeout=900,
+        )  # fmt: skip
+    ours = [r for r in sent_by_fleet if r["lang"] != "warm up"]  # the backend's load-time warm-up
+    theirs = _records(record)[len(sent_by_fleet) :]
+    limit = json.loads(manifest.read_text())["episodes"][0]["step_limit"]
+    ((_, _), (success, steps, _)) = next(iter(_results(folder / "runs" / submission).items()))
+    assert (success, steps) == (0, limit) and len(ours) == -(-limit // chunk), "a request per chunk to the limit"
+    assert len(theirs) == STARVLA_REQUESTS and ours[:STARVLA_REQUESTS] == theirs, "the same model inputs"
+    assert {tuple(image["shape"]) for r in theirs for image in r["images"]} == {(224, 224, 3)}
+    assert len({image["sha256"] for r in theirs for image in r["images"]}) == 3 * STARVLA_REQUESTS, "the arms moved"
+    reference = json.loads(upstream.read_text())
+    assert reference["instruction"] == ours[0]["lang"] and len(reference["step_digests"]) == STARVLA_REQUESTS * chunk
