@@ -23,7 +23,7 @@ from types import ModuleType
 from typing import Any
 
 from benchmarks.base import Benchmark, BenchmarkError
-from benchmarks.definition import BenchmarkDefinition
+from benchmarks.definition import BenchmarkDefinition, Perturbation
 from manifests import stacks, trials
 from manifests.format import Manifest
 
@@ -90,6 +90,17 @@ def stack_computed(benchmark: str) -> tuple[str, ...]:
 def trial_identity(manifest: Manifest) -> str:
     """The manifest's trials, whatever stack it was built under (``manifests.trials``)."""
     return trials.trial_identity(manifest, stack_computed(manifest.benchmark))
+
+
+def perturbation(benchmark: str, setting: str) -> Perturbation | None:
+    """The setting ``setting`` perturbs and along which axis; None where it perturbs nothing or
+    the benchmark is not registered."""
+    return definition(benchmark).perturbation(setting) if benchmark in registered() else None
+
+
+def trial_fields(benchmark: str) -> tuple[str, ...]:
+    """The entry fields that name a trial across a perturbation; none for an unregistered benchmark."""
+    return definition(benchmark).trial_fields if benchmark in registered() else ()
 
 
 # -- simulator stacks (manifests.stacks, with each benchmark's pins) -------------------------------

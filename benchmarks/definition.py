@@ -44,6 +44,15 @@ Resolve = Callable[[str], Path]
 
 
 @dataclass(frozen=True)
+class Perturbation:
+    """A setting that perturbs another (a LIBERO-PRO suite its standard suite): the setting it
+    perturbs and the axis, by name ("swap", "lan", ...)."""
+
+    base: str
+    axis: str
+
+
+@dataclass(frozen=True)
 class BenchmarkDefinition(Generic[Section]):
     """One benchmark's facts; ``benchmarks.REGISTRY`` maps its name to the module that holds it.
 
@@ -92,6 +101,13 @@ class BenchmarkDefinition(Generic[Section]):
     # The manifest's task as the benchmark's own harnesses number it (LIBERO's task id in its suite),
     # for results written in their shapes (``scheduler.eval_info``); None where it has no number.
     task_number: Callable[[Manifest], int | None] = lambda manifest: None
+    # The setting a setting perturbs, and along which axis (``scheduler.robustness``); None for a
+    # setting that perturbs nothing.
+    perturbation: Callable[[str], Perturbation | None] = lambda setting: None
+    # Entry fields that name a trial across a perturbation: a perturbed manifest whose entries
+    # hold the same values, in the same order, as its base manifest's (same task) runs the same
+    # trials perturbed, and its episodes pair with the base's. Empty: they never pair.
+    trial_fields: tuple[str, ...] = ()
 
     def adapter_class(self) -> object:
         """The adapter class, imported now (``benchmarks.adapter_class`` checks it is one)."""

@@ -9,9 +9,10 @@ has a token, every route but ``/login`` needs it, as an ``Authorization: Bearer`
 cookie the login form sets; when it has a TLS certificate, the HTTP side serves HTTPS with it, so
 the token never crosses the network in clear. Each submission in ``/api/overview`` carries its
 success chart's data (``chart``: per task x setting and per setting, with 95% Wilson intervals),
-which the page draws as HTML bars. ``/api/artifacts/<sha256>`` serves a stored episode
-artifact (a video) with its media type and single byte ranges, so a browser's video element can
-seek in it.
+which the page draws as HTML bars, and, where it evaluates perturbed settings beside their base, its
+rows per perturbation axis (``robustness``: ``scheduler.robustness``). ``/api/artifacts/<sha256>``
+serves a stored episode artifact (a video) with its media type and single byte ranges, so a
+browser's video element can seek in it.
 """
 
 from __future__ import annotations
@@ -41,7 +42,8 @@ from evalfleet.scheduler_api.limits import (
 )
 from evalfleet.scheduler_api.vocabulary import TASK_STATE_NAMES, TASK_STATES, failure_counts, rate_fields
 from evalfleet.v1 import scheduler_pb2 as pb
-from scheduler import provenance, report, sequential_report
+from manifests import format as manifest_format
+from scheduler import provenance, report, robustness, sequential_report
 from scheduler.artifacts import ArtifactStore
 from scheduler.dashboard_page import LOGIN_PAGE, PAGE
 from scheduler.operations import Operations
@@ -128,7 +130,8 @@ class Dashboard:
                 "now": time.time(),
                 "tasks": counts_dict(status.tasks),
                 "submissions": [
-                    _submission(sub, summary) for sub, summary in zip(status.submissions, summaries, strict=True)
+                    _submission(sub, summary) | {"robustness": _robustness(conn, summary)}
+                    for sub, summary in zip(status.submissions, summaries, strict=True)
                 ],
                 "workers": [message_dict(worker) for worker in workers.workers],
                 "stacks": [message_dict(demand) for demand in status.stacks],
@@ -210,6 +213,19 @@ def _submission(sub: pb.SubmissionStatus, summary: pb.GetSummaryResponse) -> dic
     ]
     entry["chart"] = success_chart(summary)
     return entry
+
+
+def _robustness(conn: sqlite3.Connection, summary: pb.GetSummaryResponse) -> list[dict[str, Any]]:
+    """The submission's rows per perturbation axis (``scheduler.robustness``), as RESULTS.json has
+    them; empty, and nothing more read, for a submission without perturbed settings."""
+    if not robustness.has_perturbations(summary):
+        return []
+    detailed = queries.summary(conn, summary.submission_id, include_episodes=True)
+    stored = {
+        m.manifest_hash: manifest_format.parse(queries.get_manifest(conn, m.manifest_hash), m.manifest_hash)
+        for m in detailed.manifests
+    }
+    return robustness.document(robustness.robustness(detailed, stored))
 
 
 def success_chart(summary: pb.GetSummaryResponse) -> dict[str, Any]:

@@ -2,7 +2,8 @@
 
 It polls ``/api/overview`` (or the open view's endpoint) every two seconds and renders four views
 by URL hash: submissions (progress, ETA, a success chart and a table per task x setting; every rate
-with its 95% Wilson interval as the server computed it), tasks (filterable), one
+with its 95% Wilson interval as the server computed it; a robustness table per perturbation axis
+where the submission has one), tasks (filterable), one
 task (every attempt and its episodes: success, steps, wall time, failure reason, the attempt that
 scored it and an inline player for its video artifact), workers (with the simulator stacks each
 runs). Above the submissions and the workers, a table names each stack pending tasks need and the
@@ -192,6 +193,21 @@ function sequentialView(sub) {
     ((sub.sequential_marks || []).slice(1).map(m => `<div class="marks">${esc(m)}</div>`).join("")) + "</div>";
 }
 
+// Per perturbation axis (scheduler/robustness.py): the success under it, the drop from the base
+// with its 95% interval and test, how the episodes were paired, and the tasks that broke.
+function robustnessView(sub) {
+  const rows = sub.robustness || [];
+  if (!rows.length) return "";
+  const rate = c => c.success_rate === null ? "-" : `${(100 * c.success_rate).toFixed(1)}% <small>${c.succeeded}/${c.completed}</small>`;
+  const points = v => `${v >= 0 ? "+" : ""}${(100 * v).toFixed(1)}`;
+  const drop = r => r.drop === null ? "-" : `${points(r.drop)} pts [${points(r.drop_low)}, ${points(r.drop_high)}] <small>${esc(r.test)} p = ${r.p_value.toPrecision(3)}</small>`;
+  return `<table class="robustness"><caption>Robustness per perturbation axis (drop = base minus perturbed, 95% interval)</caption>` +
+    "<thead><tr><th>base</th><th>axis</th><th>base success</th><th>perturbed success</th><th>drop</th><th>pairing</th><th>broke</th></tr></thead><tbody>" +
+    rows.map(r => `<tr><td>${esc(r.base)}</td><td>${esc(r.axis)}</td><td>${rate(r.base_counts)}</td><td>${rate(r.perturbed_counts)}</td>` +
+      `<td>${drop(r)}</td><td>${esc(r.pairing)}${r.paired ? ` <small>(${r.pairs} pairs)</small>` : ""}</td><td>${r.broken_tasks.map(esc).join(", ") || "-"}</td></tr>`).join("") +
+    "</tbody></table>";
+}
+
 // The evaluation spec a submission came from (scheduler run, submit --spec), canonical form.
 function specView(sub) {
   if (!sub.spec_json) return "";
@@ -214,6 +230,7 @@ function submissionsView(data) {
       ${sequentialView(sub)}
       ${specView(sub)}
       ${successChart(sub)}
+      ${robustnessView(sub)}
       ${successTable(sub)}
       <button data-op="cancel">Cancel</button><button data-op="requeue">Requeue failed/cancelled</button>
       <label>priority <input class="priority" type="number" value="${sub.priority}" style="width:6em"></label><button data-op="priority">Set</button>

@@ -11,7 +11,8 @@ difference significant). The series chart (``scheduler series``) is a learning c
 submissions along the x axis in the order given, each rate with its 95% Wilson interval, the
 baseline marked (and, with a selection, the chosen submission's held-out rate beside its point),
 and below it each submission's difference from the baseline with its simultaneous interval
-(filled where Holm's adjusted p is below 5%).
+(filled where Holm's adjusted p is below 5%). The robustness chart (``scheduler robustness``) has a
+panel per perturbation axis: per task, the base setting's rate and the perturbed one's side by side.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from evalfleet.v1 import scheduler_pb2 as pb
 from scheduler import report, sequential_report
 from scheduler.differences import Difference
 from scheduler.report import Comparison
+from scheduler.robustness import AxisRow
 from scheduler.series import Selection, Series
 
 # Characters per label line; a longer name wraps at its underscores.
@@ -219,6 +221,52 @@ def comparison_figure(comparison: Comparison) -> Any:
 
 def plot_comparison(path: Path, comparison: Comparison) -> None:
     _save(comparison_figure(comparison), path)
+
+
+def robustness_figure(rows: Sequence[AxisRow]) -> Any:
+    """One panel per perturbation axis: per task (the overall on top), the success rate in the base
+    setting and under the axis side by side with ``succeeded/completed``, tasks that broke marked;
+    the panel's title gives the drop with its 95% interval and how it was paired."""
+    pyplot = _pyplot()
+    layouts = [_rows([OVERALL, *(change.task for change in row.tasks)], 2) for row in rows]
+    height = MARGIN_INCHES + sum(0.6 + layout.units * BAR_INCHES for layout in layouts)
+    figure, panels = pyplot.subplots(
+        len(rows), 1, figsize=(PLOT_INCHES + 3.0, height), dpi=DPI, layout="constrained", squeeze=False,
+        height_ratios=[layout.units + 3.0 for layout in layouts],
+    )  # fmt: skip
+    figure.suptitle("success per task in the base setting and under each perturbation", fontsize=11)
+    colors = _colors(2)
+    for axes, row, layout in zip(panels[:, 0], rows, layouts, strict=True):
+        sides = (
+            (row.base, [row.base_counts, *(change.base for change in row.tasks)]),
+            (", ".join(row.settings), [row.perturbed_counts, *(change.perturbed for change in row.tasks)]),
+        )
+        for j, (label, counts) in enumerate(sides):
+            ys = [layout.offset(i, j) for i in range(len(counts))]
+            rates = [100.0 * (success_rate(c.succeeded, c.completed) or 0.0) for c in counts]
+            axes.barh(ys, rates, height=0.85, color=colors[j], label=label)
+            for y, rate, c in zip(ys, rates, counts, strict=True):
+                axes.text(
+                    rate + 1.0, y, f"{c.succeeded}/{c.completed}" if c.completed else "n/a", va="center", fontsize=6.5
+                )
+        for i, change in enumerate(row.tasks, start=1):
+            if change.broke:
+                axes.text(108.0, layout.centers[i], "broke", va="center", ha="center", fontsize=7, color="#b00000")
+        drop = "no drop computed" if row.drop is None else f"drop {row.drop.verdict()}"
+        axes.set_title(f"{row.axis}: {drop}\n{row.pairing}", fontsize=8.5)
+        axes.set_yticks(layout.centers, layout.labels, fontsize=8)
+        axes.set_ylim(layout.units - GROUP_GAP / 2, -GROUP_GAP)
+        axes.set_xlim(0, 115)
+        axes.set_xticks(range(0, 101, 10))
+        axes.grid(axis="x", color="#dddddd", linewidth=0.6)
+        axes.set_axisbelow(True)
+        axes.set_xlabel("success rate (%)")
+        axes.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))  # clear of the bars and "broke"
+    return figure
+
+
+def plot_robustness(path: Path, rows: Sequence[AxisRow]) -> None:
+    _save(robustness_figure(rows), path)
 
 
 def series_figure(series: Series, selection: Selection | None = None) -> Any:

@@ -9,6 +9,8 @@ the episodes differ in either: ``scheduler.provenance``). An incomplete submissi
 rates cover only the completed episodes. A sequential submission carries its running statistic,
 verdict and stop (``sequential``); until every planned episode has a result its Wilson bounds are
 null, because they are not valid for how its episodes were collected (``scheduler.sequential_report``).
+A submission of perturbed settings beside their base carries a row per axis (``robustness``,
+``scheduler.robustness``; the caller computes the rows from the summary and the manifests).
 
 The document is a pure function of messages (the submission's summary, the registered workers, the
 checkpoint's identity record): the caller fetches them, so formatting makes no RPC and a test or a
@@ -20,7 +22,7 @@ from __future__ import annotations
 import datetime
 import json
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +31,8 @@ from google.protobuf import json_format
 from evalfleet.scheduler_api.vocabulary import failure_counts, rate_fields
 from evalfleet.v1 import policy_pb2
 from evalfleet.v1 import scheduler_pb2 as pb
-from scheduler import provenance, sequential_report
+from scheduler import provenance, robustness, sequential_report
+from scheduler.robustness import AxisRow
 
 FORMAT = "evalfleet.results/v1"
 
@@ -79,6 +82,7 @@ def results_document(
     workers: Iterable[pb.WorkerInfo],
     generated_at: datetime.datetime,
     checkpoint_identity: policy_pb2.IdentityRecord | None = None,
+    robustness_rows: Sequence[AxisRow] = (),
 ) -> dict[str, Any]:
     """Everything a reader needs to trust and compare one submission's numbers.
 
@@ -102,6 +106,8 @@ def results_document(
         "workers": [_worker(w) for w in workers if w.worker_id in contributors],
         "provenance": provenance.document(summary),
         "sequential": sequential_report.document(summary.sequential) if summary.HasField("sequential") else None,
+        # Per perturbation axis, where the submission evaluates perturbed settings beside their base.
+        "robustness": robustness.document(robustness_rows),
         "note": "infrastructure retries are excluded; policy failures are included as results",
         "intervals": "success_rate_low and success_rate_high bound the 95% Wilson score interval of success_rate"
         + ("" if valid else f"; null: {sequential_report.FIXED_N_NOT_VALID} (read sequential)"),

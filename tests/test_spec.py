@@ -58,6 +58,7 @@ FULL: dict[str, Any] = {
             "max_steps": 90,
             "wait_steps": 4,
             "observation_digest": True,
+            "perturbations": ["lan", "object"],
         }
     },
     "actions_per_chunk": 5,
@@ -169,6 +170,9 @@ def test_auto_is_the_unset_sizing() -> None:
         ("benchmark.libero.suites", ["libero_goal", "libero_goal"], "benchmark.libero.suites", "named twice"),
         ("benchmark.libero.tasks", ["0", 1], "benchmark.libero.tasks", "must hold integers"),
         ("benchmark.libero.observation_digest", "yes", "benchmark.libero.observation_digest", "valid boolean"),
+        ("benchmark.libero.perturbations", ["lan", "bogus"], "benchmark.libero.perturbations", "axis 'bogus'; known"),
+        ("benchmark.libero.perturbations", ["lan", "lan"], "benchmark.libero.perturbations", "an axis is named twice"),
+        ("benchmark.libero.perturbations", "some", "benchmark.libero.perturbations", "valid list, got 'some'"),
         ("benchmark.robotwin", {"root": "r", "tasks": ["x"]}, "benchmark", "give exactly one of libero, robotwin"),
         ("benchmark", {}, "benchmark", "give exactly one of libero, robotwin, synthetic"),
         ("checkpoint", {"path": "a", "server": "h:1"}, "checkpoint", "exactly one of path, hub, remote or server"),
@@ -257,7 +261,7 @@ def test_run_refuses_a_bad_spec_in_one_line_and_creates_nothing(tmp_path: Path) 
     bad = write_spec(tmp_path, changed("output", str(output), changed("benchmark.libero.trails", 2)))
     stderr = one_line_refusal(cli("run", str(bad)))
     assert stderr == f"scheduler: {bad}: benchmark.libero.trails: unknown key 'trails' (expected one of: suites, " + (
-        "tasks, protocol, trials, seed, camera_size, max_steps, wait_steps, observation_digest)\n"
+        "tasks, protocol, trials, seed, camera_size, max_steps, wait_steps, observation_digest, perturbations)\n"
     )
     missing = one_line_refusal(cli("run", str(tmp_path / "absent.yaml")))
     assert "absent.yaml: cannot read: No such file or directory" in missing
@@ -282,6 +286,20 @@ def test_builder_mistakes_are_refused_before_anything_starts_naming_the_spec_key
         path = write_spec(tmp_path, changed("output", str(output), changed(key, value)))
         stderr = one_line_refusal(cli("run", str(path), "--dry-run"))
         assert f": {key}: " in stderr and words in stderr, stderr
+    assert not output.exists()
+
+
+def test_perturbations_plan_each_suites_perturbed_suites_and_refuse_a_suite_without_them(tmp_path: Path) -> None:
+    (tmp_path / "ckpt").mkdir()
+    output = tmp_path / "out"
+    document = changed("output", str(output))
+    document["benchmark"]["libero"].update(suites=["libero_object"], tasks="0", trials=2, perturbations=["lan", "swap"])
+    plan = cli("run", str(write_spec(tmp_path, document)), "--dry-run")
+    assert plan.returncode == 0, plan.stderr
+    assert "6 episodes" in plan.stdout, plan.stdout  # libero_object, libero_object_lan, libero_object_swap
+    document["benchmark"]["libero"].update(suites=["libero_90"])
+    stderr = one_line_refusal(cli("run", str(write_spec(tmp_path, document)), "--dry-run"))
+    assert "benchmark.libero: " in stderr and "and libero_90 is not one" in stderr, stderr
     assert not output.exists()
 
 

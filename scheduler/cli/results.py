@@ -1,4 +1,5 @@
-"""Reading results: `summary` of one submission and `compare` of two over the same trials.
+"""Reading results: `summary` of one submission, `robustness` of one under perturbations and `compare`
+of two over the same trials.
 
 Both print a table or, with ``--json``, a document; `summary` can also write RESULTS.json, a CSV,
 lerobot-eval's eval_info.json and a bar chart. Every rate comes with its 95% Wilson interval;
@@ -34,7 +35,7 @@ from evalfleet.scheduler_api.vocabulary import (
 )
 from evalfleet.v1 import scheduler_pb2 as pb
 from manifests import format as manifest_format
-from scheduler import eval_info, factors, provenance, report, sequential_report
+from scheduler import eval_info, factors, provenance, report, robustness, sequential_report
 from scheduler import sequential as rules
 from scheduler.cli.common import UsageError, add_client_command, connect, console, plots_module, print_json
 from scheduler.differences import Difference
@@ -65,6 +66,14 @@ def add_commands(commands: Subcommands) -> None:
     to_wandb.add_argument("--mode", choices=("online", "offline"), help="W&B's mode (default: WANDB_MODE, else online)")
     to_wandb.add_argument("--dir", type=Path, help="the folder wandb writes its run folder under (default: WANDB_DIR)")
     to_wandb.add_argument("--no-videos", action="store_true", help="leave out the failed episodes' videos")
+
+    robust = add_client_command(
+        commands, "robustness", cmd_robustness, "per perturbation axis: success, drop from the base, broken tasks"
+    )
+    robust.add_argument("submission")
+    robust.add_argument(
+        "--plot", type=Path, metavar="PNG", help="also draw each axis's success per task against the base"
+    )
 
     compare = add_client_command(commands, "compare", cmd_compare, "compare two submissions of the same manifests")
     compare.add_argument("submission_a")
@@ -111,6 +120,32 @@ def cmd_summary(args: argparse.Namespace) -> int:
         print_json(data)
         return 0
     console().print(summary_table(response))
+    return 0
+
+
+def cmd_robustness(args: argparse.Namespace) -> int:
+    """The submission's robustness rows (``scheduler.robustness``); exit 2 when it evaluates no
+    perturbed setting beside the setting it perturbs."""
+    plots = plots_module() if args.plot else None
+    with connect(args) as client:
+        summary = client.summary(args.submission, include_episodes=True)
+        manifests = {
+            m.manifest_hash: manifest_format.parse(client.get_manifest(m.manifest_hash), expected_hash=m.manifest_hash)
+            for m in summary.manifests
+        }
+    rows = robustness.robustness(summary, manifests)
+    if not rows:
+        raise UsageError(
+            f"{args.submission} evaluates no perturbed setting beside the setting it perturbs "
+            "(docs/benchmarks.md says which benchmarks have perturbations and how a spec runs them)"
+        )
+    if plots is not None:
+        plots.plot_robustness(args.plot, rows)
+    if args.json:
+        print_json({"submission_id": summary.submission_id, "robustness": robustness.document(rows)})
+        return 0
+    for line in robustness.lines(rows):
+        print(line)
     return 0
 
 

@@ -29,7 +29,7 @@ from evalfleet.processes import ServiceProcess
 from evalfleet.scheduler_api.client import SchedulerClient
 from evalfleet.v1 import policy_pb2
 from manifests.format import Manifest
-from scheduler import eval_info, local_run, report, spec
+from scheduler import eval_info, local_run, report, robustness, spec
 from scheduler.cli.common import EXIT_UNAVAILABLE, UsageError, console
 from scheduler.cli.results import summary_table
 from scheduler.results import results_document, write_results
@@ -193,13 +193,16 @@ def _write_results(
     sequential rule stopped it)."""
     summary = client.summary(plan.spec_id, include_episodes=True)
     now = datetime.datetime.now(datetime.timezone.utc)
-    document = results_document(summary, client.workers(), now, identity)
+    axes = robustness.robustness(summary, {manifest.hash: manifest for manifest in manifests})
+    document = results_document(summary, client.workers(), now, identity, axes)
     write_results(plan.output / "RESULTS.json", document)
     report.write_csv(plan.output / "results.csv", summary)
     try:
         from scheduler import plots
 
         plots.plot_summary(plan.output / "success.png", summary)
+        if axes:
+            plots.plot_robustness(plan.output / "robustness.png", axes)
     except ImportError:
         _say("no plot: matplotlib is not installed (the plots extra)")
     videos = local_run.download_videos(client, plan.spec_id, plan.output / "videos")
@@ -208,8 +211,11 @@ def _write_results(
     console().print(summary_table(summary))
     overall = document["overall"]
     _say(f"{overall['succeeded']}/{overall['completed']} episodes solved ({overall['planned']} planned)")
-    _say(f"results: {plan.output / 'RESULTS.json'} (also eval_info.json, results.csv and success.png there)")
+    charts = "success.png and robustness.png" if axes else "success.png"
+    _say(f"results: {plan.output / 'RESULTS.json'} (also eval_info.json, results.csv and {charts} there)")
     _say(f"videos: {len(videos)} in {plan.output / 'videos'}")
+    for line in robustness.lines(axes):
+        _say(line)
     if summary.sequential.stopped_at:
         _say(f"stopped by its sequential rule: {summary.sequential.words}")
     # Done: every episode has a result, or the sequential rule decided and stopped the rest.

