@@ -115,7 +115,7 @@ class Counts:
         return Counts(self.planned + other.planned, self.completed + other.completed, self.succeeded + other.succeeded)
 
 
-def _manifest_counts(m: pb.ManifestSummary) -> Counts:
+def manifest_counts(m: pb.ManifestSummary) -> Counts:
     return Counts(m.episodes_planned, m.episodes_completed, m.episodes_succeeded)
 
 
@@ -156,8 +156,8 @@ def success_grid(manifests: Iterable[pb.ManifestSummary]) -> SuccessGrid:
     overall = dict.fromkeys(settings, Counts())
     for m in manifests:
         row = cells[(m.benchmark, m.task)]
-        row[m.setting] = row.get(m.setting, Counts()) + _manifest_counts(m)
-        overall[m.setting] += _manifest_counts(m)
+        row[m.setting] = row.get(m.setting, Counts()) + manifest_counts(m)
+        overall[m.setting] += manifest_counts(m)
     tasks = [TaskRow(key[0], key[1], name, cells[key]) for key, name in task_names(manifests).items()]
     return SuccessGrid(settings, overall, tasks)
 
@@ -326,7 +326,7 @@ def compare(
     rows = []
     for m in a.manifests:
         twin = by_hash[links[m.manifest_hash].b.hash if m.manifest_hash in links else m.manifest_hash]
-        rows.append(ComparedRow(m.benchmark, m.task, m.setting, m, twin, _pairs(m, twin), valid))
+        rows.append(ComparedRow(m.benchmark, m.task, m.setting, m, twin, episode_pairs(m, twin), valid))
     return Comparison(a, b, paired=True, rows=rows, links=links)
 
 
@@ -375,8 +375,9 @@ def _by_trials(hashes: Iterable[str], manifests: Mapping[str, Manifest]) -> dict
     return found
 
 
-def _pairs(a: pb.ManifestSummary, b: pb.ManifestSummary) -> PairedCounts:
-    """Episodes of one manifest that both submissions completed, by the two outcomes."""
+def episode_pairs(a: pb.ManifestSummary, b: pb.ManifestSummary) -> PairedCounts:
+    """Episodes (by index) that both manifest summaries completed, by the two outcomes; A is ``a``,
+    B ``b``: one manifest in two submissions, or a perturbed manifest and its base."""
     a_won, a_lost = set(a.succeeded_episodes), set(a.failed_episodes)
     b_won, b_lost = set(b.succeeded_episodes), set(b.failed_episodes)
     return PairedCounts(

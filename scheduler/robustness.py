@@ -30,12 +30,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from benchmarks import perturbation, trial_fields
-from evalfleet.scheduler_api.vocabulary import success_rate, wilson_interval
+from evalfleet.scheduler_api.vocabulary import rate_fields, success_rate
 from evalfleet.v1 import scheduler_pb2 as pb
 from manifests.format import Manifest
 from scheduler import sequential_report
 from scheduler.differences import Difference, PairedCounts, paired_difference, unpaired_difference
-from scheduler.report import Counts
+from scheduler.report import Counts, episode_pairs, manifest_counts
 
 PAIRED = "paired: the same trials, perturbed"
 
@@ -67,6 +67,7 @@ class AxisRow:
     pairing: str  # PAIRED, or why the axis is compared unpaired
     pairs: int  # paired: the episodes both sides completed; 0 when unpaired
     tasks: tuple[TaskChange, ...]
+    intervals_valid: bool  # False: no Wilson bound either (``scheduler.sequential_report``)
 
     @property
     def paired(self) -> bool:
@@ -80,12 +81,19 @@ class AxisRow:
 def has_perturbations(summary: pb.GetSummaryResponse) -> bool:
     """Whether the submission evaluates a perturbed setting beside the setting it perturbs (read
     from the summary alone, before any episode or manifest is)."""
+    return bool(_axes(summary))
+
+
+def _axes(summary: pb.GetSummaryResponse) -> dict[tuple[str, str, str], list[str]]:
+    """(benchmark, base setting, axis) -> the perturbed settings of that axis the submission holds
+    beside its base."""
     settings = {(m.benchmark, m.setting) for m in summary.manifests}
-    for benchmark, setting in settings:
+    axes: dict[tuple[str, str, str], list[str]] = defaultdict(list)
+    for benchmark, setting in sorted(settings):
         found = perturbation(benchmark, setting)
         if found is not None and (benchmark, found.base) in settings:
-            return True
-    return False
+            axes[(benchmark, found.base, found.axis)].append(setting)
+    return axes
 
 
 def robustness(summary: pb.GetSummaryResponse, manifests: Mapping[str, Manifest]) -> list[AxisRow]:
@@ -97,15 +105,9 @@ def robustness(summary: pb.GetSummaryResponse, manifests: Mapping[str, Manifest]
     by_key: dict[tuple[str, str, str], list[pb.ManifestSummary]] = defaultdict(list)
     for m in summary.manifests:
         by_key[(m.benchmark, m.setting, m.task)].append(m)
-    settings = {(m.benchmark, m.setting) for m in summary.manifests}
-    axes: dict[tuple[str, str, str], list[str]] = defaultdict(list)
-    for benchmark, setting in sorted(settings):
-        found = perturbation(benchmark, setting)
-        if found is not None and (benchmark, found.base) in settings:
-            axes[(benchmark, found.base, found.axis)].append(setting)
     valid = sequential_report.fixed_n_valid(summary)
     rows = []
-    for (benchmark, base, axis), perturbed_settings in axes.items():
+    for (benchmark, base, axis), perturbed_settings in _axes(summary).items():
         perturbed = [m for m in summary.manifests if m.benchmark == benchmark and m.setting in perturbed_settings]
         rows.append(_axis_row(benchmark, base, axis, tuple(perturbed_settings), perturbed, by_key, manifests, valid))
     return rows
@@ -131,7 +133,7 @@ def _axis_row(
             partner, reason = _partner(m, theirs, manifests)
             why = why or reason
             if partner is not None:
-                pairs += _pairs(perturbed=m, base=partner)
+                pairs += episode_pairs(m, partner)  # A perturbed, B base: B - A is the drop
     base_counts, perturbed_counts = _counts(base_manifests), _counts(perturbed)
     drop = None
     if valid and not why:
@@ -142,7 +144,7 @@ def _axis_row(
         )
     return AxisRow(
         benchmark, base, axis, settings, base_counts, perturbed_counts, drop,
-        PAIRED if not why else why, pairs.pairs if not why else 0, tuple(tasks),
+        PAIRED if not why else why, pairs.pairs if not why else 0, tuple(tasks), valid,
     )  # fmt: skip
 
 
@@ -167,17 +169,8 @@ def _trials(manifest: Manifest, fields: tuple[str, ...]) -> list[tuple[Any, ...]
     return [tuple(entry.get(name) for name in fields) for entry in manifest.episodes]
 
 
-def _pairs(perturbed: pb.ManifestSummary, base: pb.ManifestSummary) -> PairedCounts:
-    """Episodes (by index) both completed: A is the perturbed side, B the base, so B - A is the drop."""
-    a_won, a_lost = set(perturbed.succeeded_episodes), set(perturbed.failed_episodes)
-    b_won, b_lost = set(base.succeeded_episodes), set(base.failed_episodes)
-    return PairedCounts(
-        both=len(a_won & b_won), a_only=len(a_won & b_lost), b_only=len(a_lost & b_won), neither=len(a_lost & b_lost)
-    )
-
-
 def _counts(manifests: Sequence[pb.ManifestSummary]) -> Counts:
-    return sum((Counts(m.episodes_planned, m.episodes_completed, m.episodes_succeeded) for m in manifests), Counts())
+    return sum((manifest_counts(m) for m in manifests), Counts())
 
 
 def document(rows: Sequence[AxisRow]) -> list[dict[str, Any]]:
@@ -188,8 +181,8 @@ def document(rows: Sequence[AxisRow]) -> list[dict[str, Any]]:
             "base": row.base,
             "axis": row.axis,
             "settings": list(row.settings),
-            "base_counts": _counts_document(row.base_counts),
-            "perturbed_counts": _counts_document(row.perturbed_counts),
+            "base_counts": _counts_document(row.base_counts, row.intervals_valid),
+            "perturbed_counts": _counts_document(row.perturbed_counts, row.intervals_valid),
             "drop": None if row.drop is None else row.drop.estimate,
             "drop_low": None if row.drop is None else row.drop.interval.low,
             "drop_high": None if row.drop is None else row.drop.interval.high,
@@ -200,7 +193,11 @@ def document(rows: Sequence[AxisRow]) -> list[dict[str, Any]]:
             "pairs": row.pairs,
             "broken_tasks": row.broken,
             "tasks": [
-                {"task": t.task, "base": _counts_document(t.base), "perturbed": _counts_document(t.perturbed)}
+                {
+                    "task": t.task,
+                    "base": _counts_document(t.base, row.intervals_valid),
+                    "perturbed": _counts_document(t.perturbed, row.intervals_valid),
+                }
                 for t in row.tasks
             ],
         }
@@ -208,15 +205,12 @@ def document(rows: Sequence[AxisRow]) -> list[dict[str, Any]]:
     ]
 
 
-def _counts_document(counts: Counts) -> dict[str, Any]:
-    interval = wilson_interval(counts.succeeded, counts.completed)
+def _counts_document(counts: Counts, interval_valid: bool) -> dict[str, Any]:
     return {
         "planned": counts.planned,
         "completed": counts.completed,
         "succeeded": counts.succeeded,
-        "success_rate": success_rate(counts.succeeded, counts.completed),
-        "success_rate_low": None if interval is None else interval.low,
-        "success_rate_high": None if interval is None else interval.high,
+        **rate_fields(counts.succeeded, counts.completed, interval_valid=interval_valid),
     }
 
 

@@ -192,3 +192,16 @@ def _summary(manifest: Manifest, outcomes: list[bool]) -> pb.ManifestSummary:
         episodes_planned=len(outcomes), episodes_completed=len(outcomes), episodes_succeeded=len(won),
         succeeded_episodes=won, failed_episodes=[i for i, solved in enumerate(outcomes) if not solved],
     )  # fmt: skip
+
+
+def test_an_unfinished_sequential_submission_gets_no_interval_on_any_side() -> None:
+    """Its completed episodes are not a fixed-N sample (``scheduler.sequential_report``): the rows
+    keep their counts and rates, and every Wilson bound and the drop are left out."""
+    base, lan = _manifest("libero_object", TASKS[0]), _manifest("libero_object_lan", TASKS[0])
+    summary = pb.GetSummaryResponse(submission_id="seq", complete=False, sequential=pb.SequentialState())
+    summary.manifests.extend([_summary(base, [True] * TRIALS), _summary(lan, [False] * TRIALS)])
+    (row,) = robustness.document(robustness.robustness(summary, {base.hash: base, lan.hash: lan}))
+    assert (row["drop"], row["p_value"], row["paired"]) == (None, None, True)
+    sides = [row["base_counts"], row["perturbed_counts"], row["tasks"][0]["base"], row["tasks"][0]["perturbed"]]
+    assert [side["success_rate"] for side in sides] == [1.0, 0.0, 1.0, 0.0]
+    assert all(side["success_rate_low"] is None and side["success_rate_high"] is None for side in sides)
