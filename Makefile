@@ -16,7 +16,7 @@ PROTO_SRC := $(wildcard protos/evalfleet/v1/*.proto)
 STACK_NAMES := $(basename $(notdir $(wildcard requirements/stacks/*.txt)))
 STACK_STAMPS := $(foreach name,$(STACK_NAMES),.stacks/$(name)/.evalfleet-installed)
 
-.PHONY: demo test test-fast lint protos docs bench clean iproute2 lerobot-venv lerobot-libero stacks robotwin installed
+.PHONY: demo test test-fast lint protos docs bench clean iproute2 lerobot-venv lerobot-libero lerobot-metaworld stacks robotwin installed
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -70,6 +70,16 @@ $(LEROBOT_LIBERO_STAMP): requirements/lerobot-libero.txt scripts/install_stack.s
 
 lerobot-libero: $(LEROBOT_LIBERO_STAMP)
 
+# Meta-World for the lerobot virtualenv, so that lerobot-eval itself runs Meta-World episodes on the
+# stack evalfleet's Meta-World workers run (requirements/lerobot-metaworld.txt says why): an overlay
+# put on the path only by scripts/proofs/lerobot_eval_metaworld.py and the proofs' tests.
+LEROBOT_METAWORLD ?= .venv-lerobot-metaworld
+LEROBOT_METAWORLD_STAMP := $(LEROBOT_METAWORLD)/.evalfleet-installed
+$(LEROBOT_METAWORLD_STAMP): requirements/lerobot-metaworld.txt scripts/install_stack.sh $(LEROBOT_STAMP)
+	scripts/install_stack.sh $(LEROBOT_PY) requirements/lerobot-metaworld.txt $(LEROBOT_METAWORLD)
+
+lerobot-metaworld: $(LEROBOT_METAWORLD_STAMP)
+
 # The dashboard's browser test drives Debian's chromium (Playwright never downloads a browser here).
 /usr/bin/chromium:
 	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
@@ -91,7 +101,7 @@ iproute2:
 # Everything the tests use. The virtualenvs build side by side (each writes only its own folder, and
 # in that batch only RoboTwin's stack runs apt-get), then the system packages, one apt-get at a time.
 installed:
-	$(MAKE) -j4 $(INSTALL_STAMP) $(STACK_STAMPS) $(LEROBOT_LIBERO_STAMP) $(ROBOTWIN_STAMP)
+	$(MAKE) -j4 $(INSTALL_STAMP) $(STACK_STAMPS) $(LEROBOT_LIBERO_STAMP) $(LEROBOT_METAWORLD_STAMP) $(ROBOTWIN_STAMP)
 	$(MAKE) /usr/bin/chromium /usr/sbin/slurmctld iproute2
 
 # LIBERO, the lerobot virtualenv (and its LIBERO overlay), the simulator stacks and RoboTwin's CPU
@@ -101,7 +111,7 @@ installed:
 # processes and sockets they start.
 TEST_JOBS ?= 3
 test: installed
-	EVALFLEET_REQUIRE_LIBERO=1 EVALFLEET_REQUIRE_STACKS=1 EVALFLEET_REQUIRE_SLURM=1 EVALFLEET_REQUIRE_ROBOTWIN=1 EVALFLEET_ROBOTWIN_PYTHON=$(ROBOTWIN_PY) EVALFLEET_LEROBOT_PYTHON=$(LEROBOT_PY) EVALFLEET_LEROBOT_LIBERO=$(LEROBOT_LIBERO) $(PY) -m pytest -n $(TEST_JOBS) --dist loadfile --durations=30
+	EVALFLEET_REQUIRE_LIBERO=1 EVALFLEET_REQUIRE_STACKS=1 EVALFLEET_REQUIRE_SLURM=1 EVALFLEET_REQUIRE_ROBOTWIN=1 EVALFLEET_ROBOTWIN_PYTHON=$(ROBOTWIN_PY) EVALFLEET_LEROBOT_PYTHON=$(LEROBOT_PY) EVALFLEET_LEROBOT_LIBERO=$(LEROBOT_LIBERO) EVALFLEET_LEROBOT_METAWORLD=$(LEROBOT_METAWORLD) $(PY) -m pytest -n $(TEST_JOBS) --dist loadfile --durations=30
 
 # The core in a few minutes: everything but the tests that need LIBERO, chromium, network namespaces or SLURM
 # (pytest markers in pyproject.toml). CI runs `make test`; this is for iterating.
@@ -128,4 +138,4 @@ bench: $(INSTALL_STAMP)
 	$(PY) -m scripts.bench.inference
 
 clean:
-	rm -rf $(VENV) $(LEROBOT_VENV) $(LEROBOT_LIBERO) $(ROBOTWIN_VENV) .stacks .pytest_cache build *.egg-info
+	rm -rf $(VENV) $(LEROBOT_VENV) $(LEROBOT_LIBERO) $(LEROBOT_METAWORLD) $(ROBOTWIN_VENV) .stacks .pytest_cache build *.egg-info

@@ -30,6 +30,7 @@ from manifests.format import Manifest
 # name -> the module whose ``DEFINITION`` describes the benchmark.
 REGISTRY: dict[str, str] = {
     "libero": "benchmarks.libero.definition",
+    "metaworld": "benchmarks.metaworld.definition",
     "robotwin": "benchmarks.robotwin.definition",
     "synthetic": "benchmarks.synthetic.definition",
 }

@@ -91,6 +91,10 @@ class BenchmarkDefinition(Generic[Section]):
     reported_packages: tuple[str, ...] = ()
     # What the benchmark's simulator stack pins (``manifests.stacks``); None: it pins nothing.
     pins: Pins | None = None
+    # The simulator stack overlay (``manifests.overlays``, `make stacks`) the benchmark's workers and
+    # builds run on when a spec's `fleet.stack` names none: its simulator cannot share the
+    # environment evalfleet installs. None: that environment's own.
+    stack: str | None = None
     # `manifest import KIND` commands the benchmark offers: KIND -> (help, "module:function"), the
     # function taking the package's folder and returning its manifests.
     importers: Mapping[str, tuple[str, str]] = field(default_factory=dict)

@@ -157,9 +157,9 @@ def make_plan(loaded: LoadedSpec, output: Path | None = None) -> Plan:
             "a run's scheduler holds its own submission only: submit both evaluations to one fleet "
             "with `scheduler submit --spec`",
         )
-    if loaded.spec.fleet.stack is not None:
+    if loaded.spec.stack is not None:
         try:
-            overlays.overlay(loaded.spec.fleet.stack)
+            overlays.overlay(loaded.spec.stack)
         except overlays.StackError as exc:
             raise loaded.error("fleet.stack", str(exc)) from None
     out = Path(os.path.abspath(output or loaded.output))
@@ -255,7 +255,7 @@ def describe(plan: Plan) -> list[str]:
     software = CPU_RENDERING[spec.benchmark.definition.gpu_renderer]
     for worker in plan.workers:
         where = f"GPU {worker.gpu_uuid}" if worker.gpu_uuid else f"CPU ({software})"
-        stack = f", stack {spec.fleet.stack}" if spec.fleet.stack else ""
+        stack = f", stack {spec.stack}" if spec.stack else ""
         lines.append(f"  {worker.worker_id:<24} {where}{stack}")
     return lines
 
@@ -265,7 +265,7 @@ def describe(plan: Plan) -> list[str]:
 
 def _manifest_definition(loaded: LoadedSpec) -> dict[str, Any]:
     """What the manifests depend on: the benchmark section and the stack they are built under."""
-    return {"benchmark": loaded.spec.benchmark.model_dump(mode="json"), "stack": loaded.spec.fleet.stack}
+    return {"benchmark": loaded.spec.benchmark.model_dump(mode="json"), "stack": loaded.spec.stack}
 
 
 def _built_manifests(folder: Path) -> list[manifest_format.Manifest] | None:
@@ -307,7 +307,7 @@ def _imported(loaded: LoadedSpec) -> list[manifest_format.Manifest] | None:
 def _build(plan: Plan) -> list[manifest_format.Manifest]:
     loaded = plan.loaded
     benchmark = loaded.spec.benchmark
-    stack = loaded.spec.fleet.stack
+    stack = loaded.spec.stack
     try:
         arguments = benchmark.definition.builder_arguments(benchmark.section, loaded.resolve)
     except BenchmarkError as exc:
@@ -326,7 +326,7 @@ def _build(plan: Plan) -> list[manifest_format.Manifest]:
 
 def _build_on_stack(plan: Plan, stack: str, arguments: Sequence[argparse.Namespace]) -> list[manifest_format.Manifest]:
     """Manifests of a benchmark that pins its stack, built under the stack the workers run
-    (``fleet.stack``): a manifest pins the stack it was built under and is claimed only by workers
+    (``Spec.stack``): a manifest pins the stack it was built under and is claimed only by workers
     on that stack, so the build runs as `scheduler manifest build NAME` in a process on the stack's
     overlay (``manifests.overlays``)."""
     try:
@@ -447,7 +447,7 @@ def policy_argv(plan: Plan) -> list[str]:
 def worker_argv(plan: Plan, worker: WorkerPlan, scheduler: str, policy: str) -> list[str]:
     spec = plan.loaded.spec
     where = ["--gpu-uuid", worker.gpu_uuid] if worker.gpu_uuid else ["--cpu"]
-    stack = ["--stack", spec.fleet.stack] if spec.fleet.stack else []
+    stack = ["--stack", spec.stack] if spec.stack else []
     benchmark = spec.benchmark
     options = benchmark.definition.worker_options(benchmark.section, plan.loaded.resolve)
     adapter_options = [f"--adapter-option={benchmark.route}.{key}={value}" for key, value in options.items()]

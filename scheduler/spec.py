@@ -241,6 +241,12 @@ class Spec(SubmissionOptions, _SpecHead):
     canary: CanarySpec = Field(default_factory=CanarySpec)
     fleet: FleetSpec = Field(default_factory=FleetSpec)
 
+    @property
+    def stack(self) -> str | None:
+        """The simulator stack the workers run on and the manifests are built under: `fleet.stack`,
+        else the benchmark's own overlay (its definition's ``stack``), else None (the environment's)."""
+        return self.fleet.stack if self.fleet.stack is not None else self.benchmark.definition.stack
+
 
 @dataclass(frozen=True)
 class LoadedSpec:

@@ -4,7 +4,8 @@
 # environment's other packages, or the PINS file itself, resolve them), and a copy of the pins
 # (stack.txt). Put first on the Python path (`renderer-worker --stack NAME` does for
 # .stacks/NAME), it shadows those distributions for imports and importlib.metadata alike. Then it
-# checks that every pin is what imports, and renders 8x8 offscreen, so a broken stack fails here
+# checks that every pin is what imports, imports the simulator packages it pins (robosuite and
+# Meta-World check their MuJoCo at import) and renders 8x8 offscreen, so a broken stack fails here
 # rather than in a worker or a test.
 # Usage: scripts/install_stack.sh PYTHON PINS DIR   (run from the repository root)
 #   e.g. scripts/install_stack.sh .venv/bin/python requirements/stacks/NAME.txt .stacks/NAME
@@ -50,8 +51,17 @@ for line in open(sys.argv[1]):
         name, _, version = line.partition("==")
         have = importlib.metadata.version(name)
         assert have == version, f"{name} is {have} on the stack, it pins {version}"
+import importlib
 import mujoco
-import robosuite  # noqa: F401  (robosuite checks its MuJoCo at import)
+
+pinned = set()
+for line in open(sys.argv[1]):
+    line = line.split("#", 1)[0].strip()
+    if line:
+        pinned.add(line.partition("==")[0].lower())
+for simulator in ("robosuite", "metaworld"):
+    if simulator in pinned:
+        importlib.import_module(simulator)
 
 assert mujoco.__version__ == importlib.metadata.version("mujoco"), mujoco.__version__
 model = mujoco.MjModel.from_xml_string('<mujoco><worldbody><geom size="0.1"/></worldbody></mujoco>')

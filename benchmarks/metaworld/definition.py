@@ -1,0 +1,78 @@
+"""Meta-World's registry row: its spec section, plan, builder arguments and pinned stack.
+
+Nothing here loads Meta-World: the scheduler reads it to parse a spec. The section's tasks are
+checked by the builder, which reads LeRobot's task table on the Meta-World stack.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from pydantic import Field, field_validator
+
+from benchmarks.definition import BenchmarkDefinition, Resolve, SpecSection
+from benchmarks.metaworld.stack import PINS, STACK
+from manifests.format import Manifest
+
+# lerobot-eval's defaults: --seed and --eval.n_episodes.
+DEFAULT_SEED = 1000
+DEFAULT_TRIALS = 50
+# LeRobot's difficulty groups (its task table, ``benchmarks.metaworld.tasks``, lists their tasks).
+GROUPS = ("easy", "medium", "hard", "very_hard")
+
+
+class MetaworldSpec(SpecSection):
+    """Meta-World episodes: the builder's options (`scheduler manifest build metaworld --help`).
+    ``tasks`` names tasks (``reach-v3``) and LeRobot's difficulty groups (``easy``)."""
+
+    tasks: list[str] = Field(min_length=1)
+    trials: int = Field(default=DEFAULT_TRIALS, ge=1)
+    seed: int = Field(default=DEFAULT_SEED, ge=0)
+    max_steps: int = Field(default=0, ge=0)
+    camera_size: int = Field(default=480, ge=1)
+    observation_digest: bool = False
+
+    @field_validator("tasks")
+    @classmethod
+    def _distinct_tasks(cls, tasks: list[str]) -> list[str]:
+        if len(set(tasks)) != len(tasks):
+            raise ValueError("a task is named twice")
+        return tasks
+
+
+def planned_episodes(section: MetaworldSpec) -> int:
+    """Tasks times trials where every task is named; 0 where a group is (the task table, on the
+    Meta-World stack, counts its tasks)."""
+    if any(name in GROUPS for name in section.tasks):
+        return 0
+    return len(section.tasks) * section.trials
+
+
+def builder_arguments(section: MetaworldSpec, resolve: Resolve) -> list[argparse.Namespace]:
+    """The one `manifest build metaworld` the section stands for."""
+    options: dict[str, Any] = section.model_dump(exclude={"tasks"})
+    return [argparse.Namespace(tasks=",".join(section.tasks), **options)]
+
+
+def camera_size(manifest: Manifest) -> tuple[int, int] | None:
+    size = manifest.data.get("protocol", {}).get("camera_size")
+    return (size, size) if type(size) is int else None
+
+
+DEFINITION = BenchmarkDefinition(
+    name="metaworld",
+    section=MetaworldSpec,
+    adapter="benchmarks.metaworld.adapter:MetaworldBenchmark",
+    builder="benchmarks.metaworld.build",
+    planned_episodes=planned_episodes,
+    builder_arguments=builder_arguments,
+    # The digest of the rendered first observation; the start vectors are numpy's draws.
+    stack_computed=("initial_observation_digest",),
+    gpu_renderer="egl",
+    build_duration="a scan takes about a second per task",
+    reported_packages=("metaworld",),
+    pins=PINS,
+    stack=STACK,
+    camera_size=camera_size,
+)
