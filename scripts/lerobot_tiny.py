@@ -31,7 +31,7 @@ LeRobot's own code on the far side of a check or a measurement.
         xvla goes through LeRobot's X-VLA env processors as well; --rows calls the whole path once
         per row of the batch, each under a seeded fork of torch's RNG, as the backend serves xvla
 
-B is `libero` (the default) or `robotwin`. INPUTS holds `<i>.<name>.npy` for each camera and state
+B is `libero` (the default), `robotwin` or `metaworld`. INPUTS holds `<i>.<name>.npy` for each camera and state
 vector the benchmark's worker sends (upright uint8 HWC images) and `tasks.json`; OUT is one float32
 .npy [N, chunk, action_dim] (`select`: [N, action_dim]). Arrays travel as .npy, never pickles.
 
@@ -39,7 +39,8 @@ The direct path is LeRobot's evaluation path. LIBERO: its env observation conver
 (`preprocess_observation`) and LIBERO processor (which flips the simulator's upside-down images, so
 it is given them upside down) before the policy's own processors. RoboTwin (LeRobot has no RoboTwin
 env): the same conversion as for its ALOHA env, `pixels` per camera plus the 14 joint values as
-`agent_pos`, with the ALOHA-style feature names below. `throughput` takes the LIBERO path on
+`agent_pos`, with the ALOHA-style feature names below. Meta-World: its env's `pixels` (the corner2
+image, upright) and `agent_pos` through the same conversion. `throughput` takes the LIBERO path on
 random PX x PX cameras, resized to the policy's input size as the backend does.
 """
 
@@ -75,9 +76,11 @@ IMAGE_FEATURES = {
         "observation.images.cam_left_wrist",
         "observation.images.cam_right_wrist",
     ),
+    # LeRobot's Meta-World env: one camera, `pixels`, which preprocess_observation names observation.image.
+    "metaworld": ("observation.image",),
 }
-STATE_LENGTH = {"libero": 8, "robotwin": 14}
-ACTION_DIM = {"libero": 7, "robotwin": 14}
+STATE_LENGTH = {"libero": 8, "robotwin": 14, "metaworld": 4}
+ACTION_DIM = {"libero": 7, "robotwin": 14, "metaworld": 4}
 # The RoboTwin worker's camera names and state key (benchmarks/robotwin), in IMAGE_FEATURES' order.
 ROBOTWIN_CAMERAS = ("head_camera", "left_camera", "right_camera")
 ROBOTWIN_STATE = "joint_action"
@@ -330,7 +333,13 @@ def robotwin_observation(load: Callable[[str], npt.NDArray[Any]]) -> dict[str, A
     return dict(preprocess_observation({"pixels": pixels, "agent_pos": load(ROBOTWIN_STATE)}))
 
 
-OBSERVATIONS = {"libero": libero_observation, "robotwin": robotwin_observation}
+def metaworld_observation(load: Callable[[str], npt.NDArray[Any]]) -> dict[str, Any]:
+    """LeRobot's Meta-World env observation (its corner2 image upright, as the worker sends it, and
+    `agent_pos`) converted by `preprocess_observation`."""
+    return dict(preprocess_observation({"pixels": load("corner2"), "agent_pos": load("agent_pos")}))
+
+
+OBSERVATIONS = {"libero": libero_observation, "robotwin": robotwin_observation, "metaworld": metaworld_observation}
 
 
 def row_noise(config: Any, base: int, episode_id: str, step: int) -> torch.Tensor:

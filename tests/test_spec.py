@@ -173,7 +173,12 @@ def test_auto_is_the_unset_sizing() -> None:
         ("benchmark.libero.perturbations", ["lan", "bogus"], "benchmark.libero.perturbations", "axis 'bogus'; known"),
         ("benchmark.libero.perturbations", ["lan", "lan"], "benchmark.libero.perturbations", "an axis is named twice"),
         ("benchmark.libero.perturbations", "some", "benchmark.libero.perturbations", "valid list, got 'some'"),
-        ("benchmark.robotwin", {"root": "r", "tasks": ["x"]}, "benchmark", "give exactly one of libero, metaworld, robotwin"),
+        (
+            "benchmark.robotwin",
+            {"root": "r", "tasks": ["x"]},
+            "benchmark",
+            "give exactly one of libero, metaworld, robotwin",
+        ),
         ("benchmark", {}, "benchmark", "give exactly one of libero, metaworld, robotwin, synthetic"),
         ("checkpoint", {"path": "a", "server": "h:1"}, "checkpoint", "exactly one of path, hub, remote or server"),
         ("checkpoint", {}, "checkpoint", "exactly one of path, hub, remote or server (got none)"),

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks.base import BenchmarkError, observation_digest
-from benchmarks.metaworld.definition import DEFAULT_SEED, DEFAULT_TRIALS, GROUPS
+from benchmarks.metaworld.definition import DEFAULT_SEED, DEFAULT_TRIALS
 from benchmarks.metaworld.manifest import BENCHMARK, BUILDER, Protocol
 from benchmarks.metaworld.sim import CAMERA, CAMERA_SIZE, draw_start, make_env, observe
 from benchmarks.metaworld.stack import installed_versions
@@ -33,8 +33,8 @@ def add_build_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--tasks",
         required=True,
-        help=f"Meta-World tasks and LeRobot's difficulty groups, comma-separated: 'reach-v3,easy' "
-        f"(groups: {', '.join(GROUPS)})",
+        help="Meta-World tasks and LeRobot's difficulty groups (easy, medium, hard, very_hard), "
+        "comma-separated: 'reach-v3,easy'",
     )
     parser.add_argument("--trials", type=int, default=DEFAULT_TRIALS, help="trials per task (lerobot-eval: 50)")
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help="the start vectors' seed (lerobot-eval: 1000)")

@@ -13,13 +13,12 @@ from pydantic import Field, field_validator
 
 from benchmarks.definition import BenchmarkDefinition, Resolve, SpecSection
 from benchmarks.metaworld.stack import PINS, STACK
+from manifests import overlays
 from manifests.format import Manifest
 
 # lerobot-eval's defaults: --seed and --eval.n_episodes.
 DEFAULT_SEED = 1000
 DEFAULT_TRIALS = 50
-# LeRobot's difficulty groups (its task table, ``benchmarks.metaworld.tasks``, lists their tasks).
-GROUPS = ("easy", "medium", "hard", "very_hard")
 
 
 class MetaworldSpec(SpecSection):
@@ -42,11 +41,16 @@ class MetaworldSpec(SpecSection):
 
 
 def planned_episodes(section: MetaworldSpec) -> int:
-    """Tasks times trials where every task is named; 0 where a group is (the task table, on the
-    Meta-World stack, counts its tasks)."""
-    if any(name in GROUPS for name in section.tasks):
+    """Tasks (groups spelled out) times trials, read from LeRobot's task table on the Meta-World
+    stack's overlay; BenchmarkError on ``--tasks`` for a name it does not have. 0 where the overlay
+    is not built (the plan says so first)."""
+    from benchmarks.metaworld.tasks import task_table
+
+    try:
+        overlay = overlays.overlay(STACK)
+    except overlays.StackError:
         return 0
-    return len(section.tasks) * section.trials
+    return len(task_table((str(overlay),)).select(section.tasks, "--tasks")) * section.trials
 
 
 def builder_arguments(section: MetaworldSpec, resolve: Resolve) -> list[argparse.Namespace]:

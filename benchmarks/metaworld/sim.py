@@ -89,7 +89,7 @@ def reset_to(env: Any, starts: list[npt.NDArray[np.float64]], field: str) -> npt
         nonlocal calls
         calls += 1
         if calls > len(queue):
-            raise BenchmarkError(f"holds {len(queue)} start vectors, the reset asked for more", field=field)
+            raise BenchmarkError(f"{len(queue)} start vector(s) recorded, the reset asked for more", field=field)
         env._last_rand_vec = queue[calls - 1].copy()
         return reset_model()
 
@@ -99,7 +99,7 @@ def reset_to(env: Any, starts: list[npt.NDArray[np.float64]], field: str) -> npt
     finally:
         del env.reset_model
     if calls != len(queue):
-        raise BenchmarkError(f"holds {len(queue)} start vectors, the reset used {calls}", field=field)
+        raise BenchmarkError(f"{len(queue)} start vector(s) recorded, the reset used {calls}", field=field)
     return np.asarray(observation, dtype=np.float64)
 
 

@@ -48,11 +48,13 @@ class TaskTable:
 
 
 @functools.cache
-def task_table() -> TaskTable:
-    """LeRobot's tables from the installed lerobot; BenchmarkError when it is not the pinned one."""
+def task_table(path: tuple[str, ...] | None = None) -> TaskTable:
+    """LeRobot's tables from the lerobot distribution installed here, or found on ``path`` (a stack
+    overlay, for a process not on it); BenchmarkError when it is not the pinned one."""
+    found = list(importlib.metadata.distributions(name="lerobot", path=list(path))) if path else []
     try:
-        distribution = importlib.metadata.distribution("lerobot")
-    except importlib.metadata.PackageNotFoundError:
+        distribution = found[0] if path else importlib.metadata.distribution("lerobot")
+    except (IndexError, importlib.metadata.PackageNotFoundError):
         raise BenchmarkError(
             "lerobot is not installed here; Meta-World runs on its stack (.stacks/metaworld-*, `make stacks`)",
             field="stack",
@@ -62,8 +64,8 @@ def task_table() -> TaskTable:
             f"lerobot {distribution.version} is installed; Meta-World's task table is lerobot {LEROBOT_VERSION}'s",
             field="stack",
         )
-    found = [file for file in distribution.files or () if str(file) == CONFIG_FILE]
-    if not found:
+    files = [file for file in distribution.files or () if str(file) == CONFIG_FILE]
+    if not files:
         raise BenchmarkError(f"lerobot {distribution.version} holds no {CONFIG_FILE}", field="stack")
-    data: dict[str, Any] = json.loads(found[0].read_text(encoding="utf-8"))
+    data: dict[str, Any] = json.loads(files[0].read_text(encoding="utf-8"))
     return TaskTable(instructions=dict(data["TASK_DESCRIPTIONS"]), groups=dict(data["DIFFICULTY_TO_TASKS"]))

@@ -178,6 +178,11 @@ def robotwin_settings(
     return {**_versions(policy_type), **chosen, **extra}
 
 
+def metaworld_settings(policy_type: str, camera_size: int, **extra: Any) -> dict[str, Any]:
+    """The lerobot backend's settings for a Meta-World checkpoint (``lerobot_features.metaworld_features``)."""
+    return {**_versions(policy_type), **lerobot_features.metaworld_features(camera_size), **extra}
+
+
 def _versions(policy_type: str) -> dict[str, Any]:
     return {
         "lerobot_version": installed_version(),

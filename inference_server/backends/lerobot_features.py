@@ -4,8 +4,9 @@ A LeRobot checkpoint names its inputs by feature (`observation.images.image`, `o
 a benchmark's worker sends cameras and state entries by the benchmark's own names. The backend's
 settings say which feeds which (`cameras` and `state`, docs/backends.md), and for the benchmarks
 evalfleet runs the usual maps are here, in one place: LIBERO's as LeRobot's LIBERO processor and
-openpi feed it (with X-VLA's own 20-D state layout, `xvla_libero`), and RoboTwin's as ALOHA-style
-datasets name its three cameras and 14 joint values. Pure data and functions of it: no LeRobot import.
+openpi feed it (with X-VLA's own 20-D state layout, `xvla_libero`), RoboTwin's as ALOHA-style
+datasets name its three cameras and 14 joint values, and Meta-World's as LeRobot's Meta-World env
+names its one camera and hand state. Pure data and functions of it: no LeRobot import.
 
 `derived_cameras` and `derived_state` are what `checkpoint seal` fills in when the settings leave `cameras` or `state`
 out: the benchmark's convention applied to the image and state features of the checkpoint's
@@ -34,6 +35,11 @@ ROBOTWIN_CAMERAS = {
     "right_camera": "observation.images.cam_right_wrist",
 }
 ROBOTWIN_STATE = ("joint_action", 14)
+# Meta-World's adapter sends its one camera and the hand position and gripper opening as LeRobot's
+# Meta-World env names them; LeRobot's `preprocess_observation` feeds its `pixels` to
+# `observation.image` and `agent_pos` to `observation.state`.
+METAWORLD_CAMERA = ("corner2", "observation.image")
+METAWORLD_STATE = ("agent_pos", 4)
 # Words in an image feature's name that say which RoboTwin camera feeds it (ALOHA's cam_high is the
 # head camera).
 ROBOTWIN_CAMERA_WORDS = {"head_camera": ("head", "high", "top"), "left_camera": ("left",), "right_camera": ("right",)}
@@ -92,6 +98,20 @@ def robotwin_features(camera_height: int, camera_width: int, features: dict[str,
     }
 
 
+def metaworld_features(camera_size: int) -> dict[str, Any]:
+    """Meta-World's feature map, LeRobot's Meta-World env's: corner2 -> `observation.image`, the
+    4-D `agent_pos` as `observation.state` as it is (`concat`)."""
+    name, feature = METAWORLD_CAMERA
+    return {
+        "cameras": [{"name": name, "height": camera_size, "width": camera_size, "feature": feature}],
+        "state": {
+            "feature": "observation.state",
+            "layout": "concat",
+            "parts": [{"name": METAWORLD_STATE[0], "length": METAWORLD_STATE[1]}],
+        },
+    }
+
+
 def robotwin_feature_map(image_keys: list[str]) -> dict[str, str]:
     """RoboTwin camera -> the image feature whose name says it is that camera's (`cam_high` or
     `head` for the head camera, `left` and `right` for the wrists); FeatureError naming
@@ -130,13 +150,13 @@ def _convention(benchmark: str | None, key: str) -> str:
     if benchmark is None:
         raise FeatureError(
             key,
-            "not given, and no benchmark to derive it from: seal with --benchmark NAME (libero, robotwin), "
+            "not given, and no benchmark to derive it from: seal with --benchmark NAME (libero, metaworld, robotwin), "
             f"or write {key.removeprefix('settings.')}",
         )
-    if benchmark not in ("libero", "robotwin"):
+    if benchmark not in ("libero", "metaworld", "robotwin"):
         raise FeatureError(
             key,
-            f"LeRobot has no feature convention for benchmark {benchmark!r} (only libero and robotwin); "
+            f"LeRobot has no feature convention for benchmark {benchmark!r} (only libero, metaworld and robotwin); "
             f"write {key.removeprefix('settings.')}",
         )
     return benchmark
@@ -144,9 +164,12 @@ def _convention(benchmark: str | None, key: str) -> str:
 
 def derived_state(benchmark: str | None, policy_type: str) -> dict[str, Any]:
     """`state` by the benchmark's convention: LIBERO's 8-D LeRobot state (X-VLA's 20-D layout for
-    xvla), RoboTwin's 14 joint values as they come."""
-    if _convention(benchmark, "settings.state") == "robotwin":
+    xvla), RoboTwin's 14 joint values and Meta-World's `agent_pos` as they come."""
+    chosen = _convention(benchmark, "settings.state")
+    if chosen == "robotwin":
         state: dict[str, Any] = robotwin_features(1, 1)["state"]
+    elif chosen == "metaworld":
+        state = metaworld_features(1)["state"]
     else:
         state = libero_features(policy_type, 1)["state"]
     return state
@@ -168,6 +191,8 @@ def derived_cameras(
     if chosen == "robotwin":
         cameras: list[dict[str, Any]] = robotwin_features(*camera_size, robotwin_feature_map(image_keys))["cameras"]
         return cameras
+    if chosen == "metaworld":
+        return _metaworld_cameras(image_keys, camera_size)
     libero_keys = {feature for _, feature in LIBERO_CAMERAS}
     unknown = [key for key in image_keys if key not in libero_keys]
     if unknown:
@@ -177,4 +202,21 @@ def derived_cameras(
             f"({', '.join(sorted(libero_keys))}); write settings.cameras with the feature each camera feeds",
         )
     cameras = libero_features(policy_type, camera_size, image_keys)["cameras"]
+    return cameras
+
+
+def _metaworld_cameras(image_keys: list[str], camera_size: tuple[int, int]) -> list[dict[str, Any]]:
+    """corner2 feeds the one image feature a Meta-World checkpoint has (LeRobot's env gives one
+    image); FeatureError naming ``settings.cameras`` for none or several."""
+    if len(image_keys) != 1:
+        raise FeatureError(
+            "settings.cameras",
+            f"config.json has {len(image_keys)} image features ({', '.join(image_keys) or 'none'}); Meta-World "
+            "renders one camera, corner2: write settings.cameras with the feature it feeds",
+        )
+    height, width = camera_size
+    if height != width:
+        raise FeatureError("settings.cameras", f"Meta-World renders square images, the camera size is {height}x{width}")
+    cameras: list[dict[str, Any]] = metaworld_features(height)["cameras"]
+    cameras[0]["feature"] = image_keys[0]
     return cameras

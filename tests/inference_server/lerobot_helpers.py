@@ -37,6 +37,23 @@ NEEDS_LEROBOT = pytest.mark.skipif(
     reason="the lerobot virtualenv is not built (make lerobot-venv)",
 )
 
+# What makes the two sides compute the same bits on any machine, whatever else it runs. Torch: one
+# thread each, and no library that picks its thread count by the load it sees (OpenMP's and MKL's
+# dynamic adjustment): a chunked reduction on another thread count sums in another order, so the
+# same checkpoint answers other low bits. The simulator's numpy: each side's numpy bundles its own
+# OpenBLAS (0.3.23 in .venv, 0.3.29 in .venv-lerobot), which picks its kernels by the CPU; on an
+# AVX-512 CPU the two take different ones and robosuite's controller's matrix products, so the
+# simulator states, differ in the last bits with the very same actions. Both run Haswell's kernels on any CPU
+# with AVX2, and those are the same in both (docs/reproducing.md).
+PINNED_COMPUTE = {
+    "OPENBLAS_CORETYPE": "Haswell",
+    "OMP_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+    "OPENBLAS_NUM_THREADS": "1",
+    "OMP_DYNAMIC": "FALSE",
+    "MKL_DYNAMIC": "FALSE",
+}
+
 TINY = Path(__file__).resolve().parents[2] / "scripts" / "lerobot_tiny.py"
 CAMERA = 64
 LIBERO_STEPS = 6

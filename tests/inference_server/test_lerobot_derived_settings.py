@@ -219,3 +219,22 @@ def test_libero_cameras_are_those_the_policy_reads_at_the_manifests_size() -> No
     with pytest.raises(FeatureError) as refused:
         derived_cameras("libero", "act", ["observation.images.image", "observation.images.top"], (64, 64))
     assert "'observation.images.top' is not one LeRobot's LIBERO processor feeds" in str(refused.value)
+
+
+def test_metaworld_feeds_its_one_camera_and_agent_pos_as_lerobots_env_does() -> None:
+    # LeRobot's Meta-World env: `pixels` is observation.image, `agent_pos` observation.state.
+    assert derived_cameras("metaworld", "act", ["observation.image"], (480, 480)) == [
+        {"name": "corner2", "height": 480, "width": 480, "feature": "observation.image"}
+    ]
+    # A checkpoint trained under another name for its one image is fed corner2 all the same.
+    (renamed,) = derived_cameras("metaworld", "smolvla", ["observation.images.top"], (224, 224))
+    assert (renamed["name"], renamed["feature"]) == ("corner2", "observation.images.top")
+    assert derived_state("metaworld", "act") == {
+        "feature": "observation.state",
+        "layout": "concat",
+        "parts": [{"name": "agent_pos", "length": 4}],
+    }
+    for keys, words in (([], "has 0 image features (none)"), (["observation.image", "observation.wrist"], "has 2")):
+        with pytest.raises(FeatureError) as refused:
+            derived_cameras("metaworld", "act", keys, (480, 480))
+        assert refused.value.key == "settings.cameras" and words in str(refused.value)

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from lerobot_helpers import NEEDS_LEROBOT, backend_settings, build_tiny
+from lerobot_helpers import NEEDS_LEROBOT, PINNED_COMPUTE, backend_settings, build_tiny
 from libero_guard import NEEDS_LIBERO
 from procs import cli, require_built
 from run_specs import write_spec
@@ -38,22 +38,6 @@ CAMERA = 256  # the preset's (lerobot 0.4.4's LiberoEnv default)
 SUITE, TASK, EPISODES, STEPS = "libero_object", 0, 2, 12
 SEED = 1000  # lerobot-eval's --seed default, the preset's
 WAIT_STEPS = 10  # LiberoEnv's num_steps_wait, the preset's
-# What makes the two sides compute the same bits on any machine, whatever else it runs. Torch: one
-# thread each, and no library that picks its thread count by the load it sees (OpenMP's and MKL's
-# dynamic adjustment): a chunked reduction on another thread count sums in another order, so the
-# same checkpoint answers other low bits. Robosuite's numpy: each side's numpy bundles its own
-# OpenBLAS (0.3.23 in .venv, 0.3.29 in .venv-lerobot), which picks its kernels by the CPU; on an
-# AVX-512 CPU the two take different ones and the controller's matrix products, so the simulator
-# states, differ in the last bits with the very same actions. Both run Haswell's kernels on any CPU
-# with AVX2, and those are the same in both (docs/reproducing.md).
-PINNED_COMPUTE = {
-    "OPENBLAS_CORETYPE": "Haswell",
-    "OMP_NUM_THREADS": "1",
-    "MKL_NUM_THREADS": "1",
-    "OPENBLAS_NUM_THREADS": "1",
-    "OMP_DYNAMIC": "FALSE",
-    "MKL_DYNAMIC": "FALSE",
-}
 
 
 @pytest.fixture(scope="module")
