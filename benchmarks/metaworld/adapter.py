@@ -39,6 +39,7 @@ from benchmarks.metaworld.build import add_build_arguments, build_manifests
 from benchmarks.metaworld.manifest import BENCHMARK, EpisodeSpec, episode_spec
 from benchmarks.metaworld.sim import ACTION_DIM, CAMERA, add_state, make_env, observe, reset_to, start_length, step
 from benchmarks.metaworld.stack import installed_versions
+from benchmarks.metaworld.tasks import task_table
 from manifests.format import Manifest
 
 __all__ = ["MetaworldBenchmark", "MetaworldEpisode", "add_build_arguments", "build_manifests"]
@@ -61,7 +62,8 @@ class MetaworldBenchmark(Benchmark):
         key = (spec.task, spec.protocol.camera_size)
         rendered = (CAMERA,) if cameras is None or CAMERA in cameras else ()
         episode = MetaworldEpisode(spec, self._acquire(key), rendered, lambda env: self._release(key, env))
-        episode.numbering = Numbering(suite=manifest.setting, episode_index=spec.trial)
+        task_index = task_table().number(manifest.task, manifest.setting)
+        episode.numbering = Numbering(suite=manifest.setting, task_index=task_index, episode_index=spec.trial)
         return episode
 
     def close(self) -> None:

@@ -13,6 +13,7 @@ from pydantic import Field, field_validator
 
 from benchmarks.definition import BenchmarkDefinition, Resolve, SpecSection
 from benchmarks.metaworld.stack import PINS, STACK
+from benchmarks.metaworld.tasks import TaskTable
 from manifests import overlays
 from manifests.format import Manifest
 
@@ -41,16 +42,29 @@ class MetaworldSpec(SpecSection):
 
 
 def planned_episodes(section: MetaworldSpec) -> int:
-    """Tasks (groups spelled out) times trials, read from LeRobot's task table on the Meta-World
-    stack's overlay; BenchmarkError on ``--tasks`` for a name it does not have. 0 where the overlay
-    is not built (the plan says so first)."""
+    """Tasks (groups spelled out) times trials, by LeRobot's task table; BenchmarkError on
+    ``--tasks`` for a name it does not have. 0 where the stack is not built (the plan says so first)."""
+    table = _task_table()
+    return 0 if table is None else len(table.select(section.tasks, "--tasks")) * section.trials
+
+
+def task_number(manifest: Manifest) -> int | None:
+    """The task's id in its difficulty group, as lerobot-eval numbers the tasks of a group it runs
+    (``--env.task=easy``); None where the stack is not built."""
+    table = _task_table()
+    return None if table is None else table.number(manifest.task, manifest.setting)
+
+
+def _task_table() -> TaskTable | None:
+    """LeRobot's task table, read from the Meta-World stack's overlay (this process need not run on
+    it: the scheduler reads it to plan and to number tasks); None where the overlay is not built."""
     from benchmarks.metaworld.tasks import task_table
 
     try:
         overlay = overlays.overlay(STACK)
     except overlays.StackError:
-        return 0
-    return len(task_table((str(overlay),)).select(section.tasks, "--tasks")) * section.trials
+        return None
+    return task_table((str(overlay),))
 
 
 def builder_arguments(section: MetaworldSpec, resolve: Resolve) -> list[argparse.Namespace]:
@@ -79,4 +93,5 @@ DEFINITION = BenchmarkDefinition(
     pins=PINS,
     stack=STACK,
     camera_size=camera_size,
+    task_number=task_number,
 )

@@ -46,6 +46,12 @@ class TaskTable:
                 )
         return list(dict.fromkeys(chosen))
 
+    def number(self, task: str, group: str) -> int | None:
+        """The task's id in its group, as lerobot-eval numbers the tasks of a group it runs
+        (``--env.task=easy``); None where the group does not hold it."""
+        tasks = self.groups.get(group, [])
+        return tasks.index(task) if task in tasks else None
+
 
 @functools.cache
 def task_table(path: tuple[str, ...] | None = None) -> TaskTable:

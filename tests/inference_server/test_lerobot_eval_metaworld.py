@@ -45,6 +45,7 @@ OVERLAY = Path(os.environ.get("EVALFLEET_LEROBOT_METAWORLD", REPO / ".venv-lerob
 STACK = "metaworld-3.0.0_mujoco-3.3.7"
 CAMERA = 480  # LeRobot's Meta-World env renders Meta-World's own size
 TASK, EPISODES, STEPS = "reach-v3", 2, 30
+EASY_ID = 23  # reach-v3's place in LeRobot's `easy` group (its metaworld_config.json)
 SEED = 1000  # lerobot-eval's --seed default
 
 
@@ -101,6 +102,9 @@ def evalfleet_run(python: Path, policy: Path, work: Path) -> dict[int, tuple[boo
         if path.name != "BUILT.json"
     ]
     assert (built.data["versions"]["metaworld"], built.data["versions"]["mujoco"]) == ("3.0.0", "3.3.7")
+    # eval_info.json numbers the task as lerobot-eval numbers it in a group run (`--env.task=easy`).
+    (task,) = json.loads((work / "run" / "eval_info.json").read_text())["per_task"]
+    assert (task["task_group"], task["task_id"]) == ("easy", EASY_ID)
     with sqlite3.connect(f"file:{work / 'run' / 'scheduler.sqlite'}?mode=ro", uri=True) as store:
         rows = store.execute("SELECT episode_index, success, steps, trace_digest FROM episode_results").fetchall()
     return {int(index): (bool(success), int(steps), str(digest)) for index, success, steps, digest in rows}
