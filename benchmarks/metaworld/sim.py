@@ -115,7 +115,13 @@ def step(env: Any, action: npt.NDArray[np.float32]) -> tuple[npt.NDArray[np.floa
 
 
 def render(env: Any) -> npt.NDArray[np.uint8]:
-    """The corner2 image upright, as LeRobot's env hands it to a policy."""
+    """The corner2 image upright, as LeRobot's env hands it to a policy.
+
+    Gymnasium's offscreen viewer makes its GL context current when it is created and never again,
+    so in a process holding several environments (the adapter keeps finished ones) it would draw
+    with whichever context was made current last; this makes the environment's own current first.
+    """
+    env.mujoco_renderer._get_viewer(render_mode="rgb_array").make_context_current()
     image: npt.NDArray[np.uint8] = np.ascontiguousarray(np.flip(env.render(), (0, 1)))
     return image
 

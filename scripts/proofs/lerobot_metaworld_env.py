@@ -15,14 +15,16 @@ evalfleet's side, on its Meta-World stack in .venv, scans the same tasks with th
 an episode (``open_episode``, ``reset``, ``step``), replaying the harness's recorded actions.
 
 Compared, trial by trial: the start vector, every observation (the corner2 image's bytes and
-``agent_pos``'s float64 bytes), every success flag, and the step the episode ended at.
+``agent_pos``'s float64 bytes) with the simulator state it shows (joint positions and velocities,
+the hand's mocap target), every success flag, and the step the episode ended at.
 
     python -m scripts.proofs.lerobot_metaworld_env [--tasks reach-v3,easy|all] [--trials 1]
-        [--max-steps 0] [--seed 1000] [--out PATH.json]
+        [--max-steps 0] [--seed 1000] [--out PATH.json] [--records DIR]
 
-runs both sides (each in its own process and virtualenv), writes a JSON summary and exits 1 if any
-trial differs. ``--side lerobot|evalfleet`` runs one side and writes its record (what the driver
-runs). ``tests/adapters/test_metaworld_openloop.py`` runs it small.
+runs both sides (each in its own virtualenv; LeRobot's one process per task, as one lerobot-eval
+run per task), writes a JSON summary and exits 1 if any trial differs. ``--side lerobot|evalfleet``
+runs one side and writes its record (what the driver runs); ``--records DIR`` keeps both sides'
+records. ``tests/adapters/test_metaworld_openloop.py`` runs it small.
 """
 
 from __future__ import annotations
@@ -56,8 +58,19 @@ def digest(image: Any) -> str:
     return hashlib.sha256(np.ascontiguousarray(image).tobytes()).hexdigest()
 
 
-def observation_record(image: Any, agent_pos: Any) -> dict[str, str]:
-    return {"image": digest(image), "agent_pos": np.asarray(agent_pos, dtype=np.float64).tobytes().hex()}
+def state_digest(env: Any) -> str:
+    """The simulator state of Meta-World's env ``env``: joint positions and velocities, and the
+    hand's mocap target."""
+    return digest(np.concatenate([env.data.qpos, env.data.qvel, env.data.mocap_pos.ravel()]))
+
+
+def observation_record(image: Any, agent_pos: Any, state: str) -> dict[str, str]:
+    """One observation, and the digest of the simulator state it was made from."""
+    return {
+        "image": digest(image),
+        "agent_pos": np.asarray(agent_pos, dtype=np.float64).tobytes().hex(),
+        "state": state,
+    }
 
 
 # -- LeRobot's side (.venv-lerobot + the Meta-World overlay) -------------------------------------
@@ -73,20 +86,25 @@ def lerobot_side(tasks: list[str], trials: int, max_steps: int, seed: int) -> di
         np.random.seed(seed)  # lerobot-eval's set_seed, once per run (one task per run here)
         envs = [MetaworldEnv(task=task, obs_type="pixels_agent_pos") for _ in range(trials)]
         raw: dict[int, Any] = {}
+        states: dict[str, str] = {}
         for trial, env in enumerate(envs):
-            _record_raw(env._env, raw, trial)
+            _record_raw(env._env, raw, states, trial)
         firsts = [env.reset(seed=seed + trial)[0] for trial, env in enumerate(envs)]
         episodes = []
         for trial, (env, observation) in enumerate(zip(envs, firsts, strict=True)):
             start = np.array(env._env._last_rand_vec, dtype=np.float64).tolist()
-            observations = [observation_record(observation["pixels"], observation["agent_pos"])]
+            observations = [
+                observation_record(observation["pixels"], observation["agent_pos"], states[f"reset {trial}"])
+            ]
             actions: list[list[float]] = []
             successes: list[bool] = []
             for _ in range(max_steps or env._max_episode_steps):
                 action = np.asarray(env.expert_policy.get_action(raw[trial]), dtype=np.float32)
                 observation, _, terminated, truncated, info = env.step(action)
                 actions.append([float(x) for x in action])
-                observations.append(observation_record(observation["pixels"], observation["agent_pos"]))
+                observations.append(
+                    observation_record(observation["pixels"], observation["agent_pos"], states[f"step {trial}"])
+                )
                 successes.append(bool(info["is_success"]))
                 if terminated or truncated:
                     break
@@ -96,19 +114,22 @@ def lerobot_side(tasks: list[str], trials: int, max_steps: int, seed: int) -> di
     return record
 
 
-def _record_raw(inner: Any, raw: dict[int, Any], trial: int) -> None:
-    """Keeps Meta-World's 39-D observation of every reset and step of ``inner`` in ``raw[trial]``
-    (LeRobot's env returns only the image and ``agent_pos``; the expert reads all of it)."""
+def _record_raw(inner: Any, raw: dict[int, Any], states: dict[str, str], trial: int) -> None:
+    """Keeps Meta-World's 39-D observation of every reset and step of ``inner`` in ``raw[trial]``,
+    and the simulator state after its last reset and last step in ``states["reset TRIAL"]`` and
+    ``states["step TRIAL"]`` (LeRobot's env returns only the image and ``agent_pos``, the expert
+    reads all of it, and after a success LeRobot's env resets itself before it returns the step's
+    observation, so the state is read when the step returns)."""
     reset, step = inner.reset, inner.step
 
     def recorded_reset(*args: Any, **kwargs: Any) -> Any:
         result = reset(*args, **kwargs)
-        raw[trial] = result[0]
+        raw[trial], states[f"reset {trial}"] = result[0], state_digest(inner)
         return result
 
     def recorded_step(*args: Any, **kwargs: Any) -> Any:
         result = step(*args, **kwargs)
-        raw[trial] = result[0]
+        raw[trial], states[f"step {trial}"] = result[0], state_digest(inner)
         return result
 
     inner.reset, inner.step = recorded_reset, recorded_step
@@ -133,13 +154,16 @@ def evalfleet_side(harness: dict[str, list[dict[str, Any]]], trials: int, max_st
                 episode = adapter.open_episode(manifest, index)
                 try:
                     first = episode.reset()
-                    observations = [observation_record(first.images[CAMERA], first.state[STATE])]
+                    observations = [
+                        observation_record(first.images[CAMERA], first.state[STATE], state_digest(episode._env))
+                    ]
                     successes = []
                     for action in theirs["actions"]:
                         if episode.done:
                             break
                         seen = episode.step(np.array(action, dtype=np.float32))
-                        observations.append(observation_record(seen.images[CAMERA], seen.state[STATE]))
+                        state = state_digest(episode._env)
+                        observations.append(observation_record(seen.images[CAMERA], seen.state[STATE], state))
                         successes.append(episode.result().success)
                     episodes.append(
                         {
@@ -182,7 +206,7 @@ def _first_difference(theirs: dict[str, Any], mine: dict[str, Any]) -> str | Non
     if theirs["start"] != mine["start"]:
         return f"start vector {theirs['start']} vs {mine['start']}"
     for step, (a, b) in enumerate(zip(theirs["observations"], mine["observations"], strict=False)):
-        for key in ("image", "agent_pos"):
+        for key in ("state", "agent_pos", "image"):
             if a[key] != b[key]:
                 return f"{key} after {step} actions"
     if theirs["successes"] != mine["successes"]:
@@ -192,7 +216,8 @@ def _first_difference(theirs: dict[str, Any], mine: dict[str, Any]) -> str | Non
     return None
 
 
-def run_side(side: str, args: argparse.Namespace, work: Path, harness: Path | None = None) -> dict[str, Any]:
+def run_side(side: str, args: argparse.Namespace, tasks: str, out: Path, harness: Path | None = None) -> dict[str, Any]:
+    """One side's record of ``tasks``, run in a process of its own in that side's environment."""
     if side == "lerobot":
         python, overlay = LEROBOT_PYTHON, LEROBOT_OVERLAY
     else:
@@ -200,8 +225,7 @@ def run_side(side: str, args: argparse.Namespace, work: Path, harness: Path | No
     for needed in (python, overlay):
         if not needed.exists():
             raise ProofError(f"{needed} is missing (`make lerobot-venv lerobot-metaworld stacks`)")
-    out = work / f"{side}.json"
-    argv = [str(python), "-m", "scripts.proofs.lerobot_metaworld_env", "--side", side, "--tasks", args.tasks,
+    argv = [str(python), "-m", "scripts.proofs.lerobot_metaworld_env", "--side", side, "--tasks", tasks,
             "--trials", str(args.trials), "--max-steps", str(args.max_steps), "--seed", str(args.seed),
             "--out", str(out)]  # fmt: skip
     if harness is not None:
@@ -215,15 +239,27 @@ def run_side(side: str, args: argparse.Namespace, work: Path, harness: Path | No
 
 
 def drive(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """LeRobot's side one task per process, as one lerobot-eval run per task (measured: in one
+    process running several tasks one after another, LeRobot's env returned the same image for
+    steps whose states differ, depending on what the process had run before); then evalfleet's
+    side, every task in one process, as a renderer worker's episode process runs them."""
     import tempfile
 
+    from benchmarks.metaworld.tasks import task_table
+    from manifests.overlays import stacks_dir
+
+    tasks = task_table((str(stacks_dir() / STACK),)).select(args.tasks.split(","), "--tasks")
     with tempfile.TemporaryDirectory(prefix="metaworld-openloop-") as folder:
-        work = Path(folder)
+        work = getattr(args, "records", None) or Path(folder)
+        work.mkdir(parents=True, exist_ok=True)
         started = time.monotonic()
-        harness = run_side("lerobot", args, work)
+        harness = {}
+        for task in tasks:
+            harness.update(run_side("lerobot", args, task, work / f"lerobot-{task}.json"))
+        (work / "lerobot.json").write_text(json.dumps(harness))
         lerobot_s = time.monotonic() - started
         started = time.monotonic()
-        ours = run_side("evalfleet", args, work, harness=work / "lerobot.json")
+        ours = run_side("evalfleet", args, ",".join(tasks), work / "evalfleet.json", harness=work / "lerobot.json")
         evalfleet_s = time.monotonic() - started
     rows = compare(harness, ours)
     print(f"LeRobot's side {lerobot_s:.0f} s, evalfleet's {evalfleet_s:.0f} s")
@@ -237,6 +273,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--max-steps", type=int, default=0, help="0: Meta-World's limit, 500")
     parser.add_argument("--seed", type=int, default=1000)
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--records", type=Path, help="keep each side's record (lerobot.json, evalfleet.json) here")
     parser.add_argument("--side", choices=("lerobot", "evalfleet"), help=argparse.SUPPRESS)
     parser.add_argument("--harness", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
