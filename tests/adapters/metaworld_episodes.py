@@ -14,7 +14,10 @@ starts it), and printed as one JSON object on stdout for the test to check:
   trial) replayed through the adapter in chunks: the step the episode ended at, and what the last
   ``execute`` returned;
 - ``refusals``: what a tampered initial-observation digest, a start-vector list of the wrong length
-  and a malformed action give.
+  and a malformed action give;
+- ``interleaved``: every image and the trace of the task's first trial, run on one adapter before
+  and after an episode of another task (two environments, two GL contexts in one process), and on
+  a fresh adapter.
 
     python tests/adapters/metaworld_episodes.py TASK
 """
@@ -37,6 +40,7 @@ from manifests.format import Manifest, build
 
 TRIALS = 2
 STEPS = 12
+OTHER = "push-v3"  # another task, whose episode runs between two of TASK's on one adapter
 CHUNK = 5
 # Small images: the facts do not depend on the size, and 480x480 renders would take most of the time.
 CAMERA_SIZE = 64
@@ -204,6 +208,35 @@ def refusal_facts(manifest: Manifest) -> dict[str, Any]:
     return facts
 
 
+def interleaved_facts(manifest: Manifest) -> dict[str, Any]:
+    """The task's first trial on a pooled adapter that ran another task's episode in between (two
+    environments, two GL contexts in one process), against a fresh adapter's."""
+    (other,) = build_manifests(
+        argparse.Namespace(
+            tasks=OTHER, trials=1, seed=1000, max_steps=0, camera_size=CAMERA_SIZE, observation_digest=False
+        )
+    )
+    pooled = MetaworldBenchmark()
+    runs = [imaged_rollout(pooled, m) for m in (manifest, other, manifest)]
+    pooled.close()
+    fresh = MetaworldBenchmark(max_idle_envs=0)
+    alone = imaged_rollout(fresh, manifest)
+    fresh.close()
+    return {"first": runs[0], "again": runs[2], "alone": alone, "other": runs[1]}
+
+
+def imaged_rollout(adapter: MetaworldBenchmark, manifest: Manifest) -> list[str]:
+    """Digests of every image of trial 0 under a few actions, and of its trace."""
+    episode = adapter.open_episode(manifest, 0)
+    try:
+        seen = [episode.reset()]
+        seen += [episode.step(action) for action in actions(STEPS, 0)]
+        images = [hashlib.sha256(o.images[sim.CAMERA].tobytes()).hexdigest() for o in seen]
+        return [*images, episode.result().trace_digest]
+    finally:
+        episode.close()
+
+
 def main(task: str) -> dict[str, Any]:
     manifest = scan(task)
     pooled = MetaworldBenchmark()
@@ -228,6 +261,7 @@ def main(task: str) -> dict[str, Any]:
         "execute": execute_facts(manifest),
         "success": success_facts(task, manifest),
         "refusals": refusal_facts(manifest),
+        "interleaved": interleaved_facts(manifest),
     }
 
 

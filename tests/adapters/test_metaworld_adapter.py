@@ -90,3 +90,11 @@ def test_drift_and_bad_entries_are_refused_by_field(facts: dict[str, Any]) -> No
         "message": "holds 2 numbers, reach-v3's start vector has 6",
     }
     assert refusals["action"] == {"type": "ValueError", "message": "action must be 4 finite numbers, got shape (3,)"}
+
+
+@pytest.mark.timeout(360)
+def test_an_environment_kept_beside_another_tasks_renders_and_steps_as_a_fresh_one(facts: dict[str, Any]) -> None:
+    interleaved = facts["interleaved"]
+    assert interleaved["first"] == interleaved["again"] == interleaved["alone"]
+    assert interleaved["other"][0] != interleaved["alone"][0]  # the other task's scene is another image
+    assert len(set(interleaved["alone"][:-1])) > 1  # the arm moved in view
