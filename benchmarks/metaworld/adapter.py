@@ -16,7 +16,7 @@ an environment carries nothing from one trial into the next.
 from __future__ import annotations
 
 import threading
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from typing import Any
 
 import numpy as np
@@ -59,10 +59,10 @@ class MetaworldBenchmark(Benchmark):
 
     def open_episode(self, manifest: Manifest, index: int, cameras: Collection[str] | None = None) -> MetaworldEpisode:
         spec = episode_spec(manifest, index, installed_versions())
+        task_index = task_table().number(manifest.task, manifest.setting)
         key = (spec.task, spec.protocol.camera_size)
         rendered = (CAMERA,) if cameras is None or CAMERA in cameras else ()
         episode = MetaworldEpisode(spec, self._acquire(key), rendered, lambda env: self._release(key, env))
-        task_index = task_table().number(manifest.task, manifest.setting)
         episode.numbering = Numbering(suite=manifest.setting, task_index=task_index, episode_index=spec.trial)
         return episode
 
@@ -94,7 +94,7 @@ class MetaworldEpisode(Episode):
 
     action_dim = ACTION_DIM
 
-    def __init__(self, spec: EpisodeSpec, env: Any, cameras: tuple[str, ...], release: Any) -> None:
+    def __init__(self, spec: EpisodeSpec, env: Any, cameras: tuple[str, ...], release: Callable[[Any], None]) -> None:
         self.instruction = spec.instruction
         self.max_steps = spec.protocol.max_steps
         self.cameras = cameras

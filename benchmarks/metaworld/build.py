@@ -90,16 +90,12 @@ def scan_task(table: TaskTable, task: str, args: argparse.Namespace, versions: d
     return build(
         benchmark=BENCHMARK,
         task=task,
-        setting=_group(table, task),
+        setting=table.group(task),
         episodes=entries,
         protocol=protocol.record(),
         versions=versions,
         source={"builder": BUILDER, "task_table": f"lerobot {LEROBOT_VERSION} {CONFIG_FILE}"},
     )
-
-
-def _group(table: TaskTable, task: str) -> str:
-    return next(group for group, tasks in table.groups.items() if task in tasks)
 
 
 @contextlib.contextmanager

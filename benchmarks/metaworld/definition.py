@@ -1,7 +1,8 @@
 """Meta-World's registry row: its spec section, plan, builder arguments and pinned stack.
 
 Nothing here loads Meta-World: the scheduler reads it to parse a spec. The section's tasks are
-checked by the builder, which reads LeRobot's task table on the Meta-World stack.
+checked against LeRobot's task table, which the plan reads from the Meta-World stack's overlay
+before anything starts, and the builder again on the stack.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from pydantic import Field, field_validator
 
 from benchmarks.definition import BenchmarkDefinition, Resolve, SpecSection
 from benchmarks.metaworld.stack import PINS, STACK
-from benchmarks.metaworld.tasks import TaskTable
+from benchmarks.metaworld.tasks import TaskTable, task_table
 from manifests import overlays
 from manifests.format import Manifest
 
@@ -58,8 +59,6 @@ def task_number(manifest: Manifest) -> int | None:
 def _task_table() -> TaskTable | None:
     """LeRobot's task table, read from the Meta-World stack's overlay (this process need not run on
     it: the scheduler reads it to plan and to number tasks); None where the overlay is not built."""
-    from benchmarks.metaworld.tasks import task_table
-
     try:
         overlay = overlays.overlay(STACK)
     except overlays.StackError:

@@ -1,7 +1,7 @@
-"""A Meta-World manifest: one task's trials, each its start vector, and the protocol they run under.
+"""A Meta-World manifest: one task's trials, each by its start vectors, and the protocol they run under.
 
 A manifest holds one task (``task``, Meta-World's name) under the difficulty group LeRobot puts it in
-(``setting``). Each entry is one trial: its place in the task's stream (``trial``), the start vector
+(``setting``). Each entry is one trial: its place in the task's stream (``trial``), the start vectors
 Meta-World's reset drew for it (``starts``, one per ``reset_model`` call, the last placing the
 objects and the goal: ``benchmarks.metaworld.sim.draw_start``; exact as JSON numbers), the
 instruction, and optionally the digest of the rendered first observation. The protocol records the

@@ -46,6 +46,10 @@ class TaskTable:
                 )
         return list(dict.fromkeys(chosen))
 
+    def group(self, task: str) -> str:
+        """The difficulty group LeRobot puts ``task`` in (a task of the table is in exactly one)."""
+        return next(group for group, tasks in self.groups.items() if task in tasks)
+
     def number(self, task: str, group: str) -> int | None:
         """The task's id in its group, as lerobot-eval numbers the tasks of a group it runs
         (``--env.task=easy``); None where the group does not hold it."""
