@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import abc
 import hashlib
+import re
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -218,6 +219,18 @@ def observation_digest(observation: SimObservation) -> str:
     trace = TraceDigest()
     trace.add_observation(observation)
     return trace.hexdigest()
+
+
+_DIGEST_RE = re.compile(r"^[0-9a-f]{64}$")
+
+
+def recorded_observation_digest(entry: Mapping[str, Any], where: str) -> str | None:
+    """The entry's ``initial_observation_digest`` (None where the scan recorded none);
+    BenchmarkError on ``<where>.initial_observation_digest`` when it is not a sha256 hex digest."""
+    digest = entry.get("initial_observation_digest")
+    if digest is not None and not (isinstance(digest, str) and _DIGEST_RE.match(digest)):
+        raise BenchmarkError("must be a sha256 hex digest", field=f"{where}.initial_observation_digest")
+    return digest
 
 
 def episode_entry(manifest: Manifest, benchmark: str, index: int) -> dict[str, Any]:

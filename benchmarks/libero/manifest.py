@@ -20,7 +20,6 @@ Every check here runs before a simulator is created, so a wrong manifest costs n
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -28,7 +27,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from benchmarks.base import BenchmarkError, episode_entry
+from benchmarks.base import BenchmarkError, episode_entry, recorded_observation_digest
 from benchmarks.libero.protocols import TASK_STREAM, TRIAL_STREAMS
 from benchmarks.libero.runtime import (
     PINNED_DISTRIBUTIONS,
@@ -44,7 +43,6 @@ from manifests.format import Manifest, verify
 
 BENCHMARK = "libero"
 WAIT_ACTION = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, -1.0)
-_DIGEST_RE = re.compile(r"^[0-9a-f]{64}$")
 
 
 @dataclass(frozen=True)
@@ -151,9 +149,7 @@ def episode_spec(manifest: Manifest, index: int) -> EpisodeSpec:
     instruction = entry.get("instruction")
     if not isinstance(instruction, str) or not instruction:
         raise BenchmarkError("must be a non-empty string", field=f"{where}.instruction")
-    digest = entry.get("initial_observation_digest")
-    if digest is not None and not (isinstance(digest, str) and _DIGEST_RE.match(digest)):
-        raise BenchmarkError("must be a sha256 hex digest", field=f"{where}.initial_observation_digest")
+    digest = recorded_observation_digest(entry, where)
     return EpisodeSpec(
         episode_id=entry["episode_id"],
         where=where,

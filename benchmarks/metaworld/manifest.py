@@ -12,7 +12,6 @@ is left to the worker.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -20,12 +19,11 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from benchmarks.base import BenchmarkError, episode_entry
+from benchmarks.base import BenchmarkError, episode_entry, recorded_observation_digest
 from manifests.format import Manifest, verify
 
 BENCHMARK = "metaworld"
 BUILDER = "evalfleet.metaworld/v1"
-_DIGEST_RE = re.compile(r"^[0-9a-f]{64}$")
 
 
 @dataclass(frozen=True)
@@ -77,9 +75,7 @@ def episode_spec(manifest: Manifest, index: int, installed: Mapping[str, str]) -
     instruction = entry.get("instruction")
     if not isinstance(instruction, str) or not instruction:
         raise BenchmarkError("must be a non-empty string", field=f"{where}.instruction")
-    digest = entry.get("initial_observation_digest")
-    if digest is not None and not (isinstance(digest, str) and _DIGEST_RE.match(digest)):
-        raise BenchmarkError("must be a sha256 hex digest", field=f"{where}.initial_observation_digest")
+    digest = recorded_observation_digest(entry, where)
     return EpisodeSpec(
         episode_id=entry["episode_id"],
         where=where,

@@ -13,12 +13,11 @@ shader what the policy sees, so such a manifest runs only on the same stack.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from benchmarks.base import BenchmarkError, episode_entry
+from benchmarks.base import BenchmarkError, episode_entry, recorded_observation_digest
 from benchmarks.robotwin.config import POLICY_CAMERAS, SETTINGS
 from benchmarks.robotwin.root import EXPECTED_COMMIT
 from manifests.format import Manifest, build, verify
@@ -32,7 +31,6 @@ PROTOCOL: Mapping[str, Any] = {
     "step": "one take_action call",
     "success": "eval_success, latched by check_success after every physics sub-step",
 }
-_DIGEST_RE = re.compile(r"^[0-9a-f]{64}$")
 # The protocol key a scan adds: {camera: [height, width]} from the checkout's _camera_config.yml.
 CAMERA_SIZES = "camera_sizes"
 # What a stack's identity adds to ``versions`` beside ``robotwin`` (the commit).
@@ -201,9 +199,7 @@ def entry_spec(task: str, setting_name: str, index: int, data: Mapping[str, Any]
             raise BenchmarkError(f"must be an integer >= {least}, got {data.get(key)!r}", field=f"{where}.{key}")
     if not isinstance(data.get("instruction"), str) or not data["instruction"].strip():
         raise BenchmarkError("must be a non-empty string", field=f"{where}.instruction")
-    digest = data.get("initial_observation_digest")
-    if digest is not None and not (isinstance(digest, str) and _DIGEST_RE.match(digest)):
-        raise BenchmarkError("must be a sha256 hex digest", field=f"{where}.initial_observation_digest")
+    digest = recorded_observation_digest(data, where)
     return EpisodeSpec(
         task=task,
         setting=setting_name,
