@@ -18,7 +18,10 @@ action (the action, the joint state, every entity's pose and the latched success
 trace digest chains them) and the step of success. The summary (``--out``) says per episode
 whether all of those are equal and where they first differ; the exit status is 1 if any differs.
 ``--max-actions N`` compares only each episode's first N actions (upstream's episode is then ended
-as its step limit ends one), which the real-code test does in a few minutes.
+as its step limit ends one), which the real-code test does in a few minutes. ``--skip-episodes K``
+compares only the episodes after the first K of the ``--episodes`` accepted seeds: upstream's loop
+still scans those K seeds and sets their episodes up, and each ends at its first observation, as if
+its step limit were reached (every episode starts from ``setup_demo`` of its own seed).
 
 Outside patches on the upstream side, each needed to run upstream's code unedited here:
 - the CPU stack's (``benchmarks.robotwin.cpu_stack``: a CuRobo stand-in, mplib planning, the
@@ -113,10 +116,11 @@ class RecordingPolicy:
     """A deploy module's model for eval_policy.py that records what upstream's loop did: per
     episode the seed, the instruction, the first observation's digest and the trace after every
     action. Subclasses choose each action (``action``); the run ends at the reset after the last
-    requested episode, and an episode after ``max_actions`` actions."""
+    requested episode, an episode after ``max_actions`` actions, and each of the first ``skip``
+    episodes at its first observation (none of them is written out)."""
 
-    def __init__(self, episodes: int, max_actions: int | None, out: Path) -> None:
-        self.episodes, self.max_actions, self.out = episodes, max_actions, out
+    def __init__(self, episodes: int, max_actions: int | None, out: Path, skip: int = 0) -> None:
+        self.episodes, self.max_actions, self.out, self.skip = episodes, max_actions, out, skip
         self.seeds: dict[str, int] = {}  # {"last": the seed of the last setup_demo}, kept by run_upstream
         self.records: list[EpisodeRecord] = []
         self.trace = TraceDigest()
@@ -124,7 +128,7 @@ class RecordingPolicy:
     def reset(self, _model: Any) -> None:
         """``reset_model``: a new episode starts (after its setup_demo), or the run has done enough."""
         if len(self.records) == self.episodes:
-            self.out.write_text(json.dumps([asdict(r) for r in self.records]), encoding="utf-8")
+            self.out.write_text(json.dumps([asdict(r) for r in self.records[self.skip :]]), encoding="utf-8")
             raise SystemExit(0)
         self.records.append(EpisodeRecord(seed=self.seeds["last"]))
         self.trace = TraceDigest()
@@ -134,6 +138,9 @@ class RecordingPolicy:
 
     def eval(self, env: Any, _model: Any, observation: dict[str, Any]) -> None:
         """``eval``: one ``take_action`` per call, as RoboTwin's deploy scripts take one action."""
+        if len(self.records) <= self.skip:
+            env.take_action_cnt = env.step_lim  # a skipped episode: ended before its first action
+            return
         record = self.records[-1]
         if not record.step_digests:
             record.instruction = str(env.get_instruction())
@@ -159,8 +166,8 @@ class RecordingPolicy:
 class ReplayPolicy(RecordingPolicy):
     """Replays the rows of the episode's seed, holding the last row as the ``replay`` backend does."""
 
-    def __init__(self, rows: dict[int, Any], episodes: int, max_actions: int | None, out: Path) -> None:
-        super().__init__(episodes, max_actions, out)
+    def __init__(self, rows: dict[int, Any], episodes: int, max_actions: int | None, out: Path, skip: int) -> None:
+        super().__init__(episodes, max_actions, out, skip)
         self.rows = rows
 
     def action(self, env: Any, observation: dict[str, Any], record: EpisodeRecord) -> Any:
@@ -228,15 +235,15 @@ def upstream_environment() -> tuple[dict[str, str], Path]:
 
 
 def upstream_episodes(
-    root: Path, task: str, setting: str, episodes: int, max_actions: int | None, rows: dict[int, Any]
+    root: Path, task: str, setting: str, episodes: int, skip: int, max_actions: int | None, rows: dict[int, Any]
 ) -> list[EpisodeRecord]:
-    """Upstream's records of its first ``episodes`` episodes, from a fresh process."""
+    """Upstream's records of its first ``episodes`` episodes less the first ``skip``, from a fresh process."""
     env, work = upstream_environment()
     try:
         np.savez(work / "rows.npz", **{str(seed): r for seed, r in rows.items()})
         argv = [
             sys.executable, "-m", "scripts.proofs.robotwin_eval_policy", "--upstream", "--robotwin-root", str(root),
-            "--tasks", task, "--setting", setting, "--episodes", str(episodes),
+            "--tasks", task, "--setting", setting, "--episodes", str(episodes), "--skip-episodes", str(skip),
             "--rows", str(work / "rows.npz"), "--out", str(work / "upstream.json"),
         ]  # fmt: skip
         if max_actions is not None:
@@ -268,21 +275,24 @@ def differences(theirs: EpisodeRecord, ours: EpisodeRecord) -> list[str]:
     return found
 
 
-def prove_task(root: Path, task: str, setting: str, episodes: int, max_actions: int | None) -> list[dict[str, Any]]:
-    """Both sides on ``task``'s first ``episodes`` accepted seeds; one summary row per episode."""
+def prove_task(
+    root: Path, task: str, setting: str, episodes: int, skip: int, max_actions: int | None
+) -> list[dict[str, Any]]:
+    """Both sides on ``task``'s first ``episodes`` accepted seeds less the first ``skip``; one summary
+    row per episode compared."""
     benchmark = RoboTwinBenchmark(root)
     (manifest,) = benchmark.build([task], [setting], episodes=episodes, seed=0, max_candidates=50, record_digests=True)
-    rows = {entry["seed"]: entry_rows(benchmark.runtime, manifest, i)[1] for i, entry in enumerate(manifest.episodes)}
+    compared = range(skip, len(manifest.episodes))
+    seeds = {i: manifest.episodes[i]["seed"] for i in compared}
+    rows = {seeds[i]: entry_rows(benchmark.runtime, manifest, i)[1] for i in compared}
     started = time.perf_counter()
-    ours = [
-        evalfleet_episode(benchmark, manifest, i, rows[e["seed"]], max_actions) for i, e in enumerate(manifest.episodes)
-    ]
+    ours = [evalfleet_episode(benchmark, manifest, i, rows[seeds[i]], max_actions) for i in compared]
     ours_seconds = time.perf_counter() - started
     started = time.perf_counter()
-    theirs = upstream_episodes(root, task, setting, episodes, max_actions, rows)
+    theirs = upstream_episodes(root, task, setting, episodes, skip, max_actions, rows)
     theirs_seconds = time.perf_counter() - started
     summary = []
-    for index, (a, b) in enumerate(zip(theirs, ours, strict=True)):
+    for index, a, b in zip(compared, theirs, ours, strict=True):
         summary.append(
             {
                 "task": task,
@@ -307,6 +317,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--tasks", nargs="+", default=list(BLOCK_TASKS), help="default: the five block tasks")
     parser.add_argument("--setting", default="clean-seen", choices=sorted(SETTINGS))
     parser.add_argument("--episodes", type=int, default=1, help="accepted seeds per task, from seed 0")
+    parser.add_argument("--skip-episodes", type=int, default=0, help="compare only the episodes after the first K")
     parser.add_argument("--max-actions", type=int, help="compare only each episode's first N actions (default: all)")
     parser.add_argument("--out", type=Path, required=True, help="the JSON summary to write")
     parser.add_argument("--upstream", action="store_true", help=argparse.SUPPRESS)
@@ -314,6 +325,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.episodes < 1:
         parser.error("--episodes must be at least 1")
+    if not 0 <= args.skip_episodes < args.episodes:
+        parser.error("--skip-episodes must be at least 0 and less than --episodes")
     if args.max_actions is not None and args.max_actions < 1:
         parser.error("--max-actions must be at least 1")
     root = args.robotwin_root.resolve()
@@ -321,10 +334,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         with np.load(args.rows) as loaded:
             recorded = {int(seed): loaded[seed] for seed in loaded.files}
         run_upstream(
-            root, args.tasks[0], args.setting, ReplayPolicy(recorded, args.episodes, args.max_actions, args.out)
+            root,
+            args.tasks[0],
+            args.setting,
+            ReplayPolicy(recorded, args.episodes, args.max_actions, args.out, args.skip_episodes),
         )
     started = time.perf_counter()
-    rows = [row for task in args.tasks for row in prove_task(root, task, args.setting, args.episodes, args.max_actions)]
+    rows = [
+        row
+        for task in args.tasks
+        for row in prove_task(root, task, args.setting, args.episodes, args.skip_episodes, args.max_actions)
+    ]
     identical = sum(not row["differences"] for row in rows)
     summary = {
         "episodes": len(rows),
