@@ -1,4 +1,4 @@
-"""GPU rendering check: each GPU's EGL device, then one real LIBERO episode through `renderer-worker --gpu-uuid`.
+"""GPU rendering check: each GPU's EGL device, then real LIBERO and RoboTwin episodes rendered on it.
 
 On a machine with NVIDIA GPUs (a few minutes; figures go to BENCHMARKS.md):
 
@@ -8,10 +8,17 @@ On a machine with NVIDIA GPUs (a few minutes; figures go to BENCHMARKS.md):
    (rendering with the GPU's environment too), a scheduler, an inference server with the
    `deterministic` reference policy reading both cameras, and one `renderer-worker --gpu-uuid`, as
    processes (evalfleet.local_fleet); then per-step and per-episode time from the episode's log and
-   the scheduler's summary.
+   the scheduler's summary;
+3. with ``--robotwin-root``, one real RoboTwin episode on the same GPU: ``stack_blocks_two``'s first
+   accepted seed, scanned with RoboTwin's own expert by ``--robotwin-python`` (a virtualenv with the
+   official GPU stack, SAPIEN 3.0.0b1 and CuRobo; where CuRobo is absent it is the CPU stack, and
+   the report says which), the expert's joint rows recorded, then ``scheduler run`` of a spec that
+   scans the task again and plays the rows through the `replay` backend on one worker rendering on
+   the GPU; the report names the stack, the episode's success and steps, and whether the run's scan
+   equals the first.
 
     .venv/bin/python scripts/gpu_check.py [--suite libero_spatial] [--task 0] [--camera-size 256]
-        [--max-steps 0] [--chunk 1] [--gpu-uuid GPU-...]
+        [--max-steps 0] [--chunk 1] [--gpu-uuid GPU-...] [--robotwin-root DIR [--robotwin-python PY]]
 
 Without an NVIDIA GPU it prints one line on stderr and exits 2 at once.
 """
@@ -28,11 +35,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from renderer_worker import device, egl  # light: no gRPC, no simulator
 
 REPO = Path(__file__).resolve().parents[1]
 
 EXIT_NO_GPU = 2
+ROBOTWIN_TASK = "stack_blocks_two"  # one of the block tasks whose assets the CPU stack has too
 
 
 def parse_args() -> argparse.Namespace:
@@ -47,6 +57,13 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--timeout", type=float, default=420.0, help="give up on the episode after this many seconds")
     parser.add_argument(
         "--cpu", action="store_true", help="no GPU check; the same episode with `renderer-worker --cpu` (a baseline)"
+    )
+    parser.add_argument("--robotwin-root", type=Path, help="a RoboTwin checkout at c3ddfa8: run its episode too")
+    parser.add_argument(
+        "--robotwin-python",
+        type=Path,
+        default=REPO / ".venv-robotwin" / "bin" / "python",
+        help="the python of RoboTwin's stack (default: make robotwin's, the CPU stack)",
     )
     return parser.parse_args()
 
@@ -157,10 +174,8 @@ def run_episode(args: argparse.Namespace, render: device.RenderDevice, manifests
     return 0
 
 
-def report(
-    args: argparse.Namespace, render: device.RenderDevice, episodes_dir: Path, summary: Any, total: float
-) -> None:
-    """Per step from the episode's JSON-lines log (one record per policy step); per episode from the scheduler."""
+def step_timings(episodes_dir: Path) -> tuple[str, bool]:
+    """Per step, from the one episode's JSON-lines log (one record per policy step), and its success."""
     (log_path,) = sorted(episodes_dir.rglob("episode-*.jsonl"))
     records = [json.loads(line) for line in log_path.read_text().splitlines()]
     start = next(r for r in records if r["event"] == "start")
@@ -169,21 +184,103 @@ def report(
     policy_step_s = [b["t"] - a["t"] for a, b in zip([start, *steps[:-1]], steps, strict=True)]
     env_steps = sum(r["executed"] for r in steps)
     rollout = end["t"] - start["t"]
-    (manifest,) = summary.manifests
-    where = f"{render.gpu_uuid} (EGL device {render.egl_index})" if render.gpu_uuid else "the CPU (OSMesa)"
-    print(
-        f"{args.suite} task {args.task}, trial 0, two {args.camera_size}x{args.camera_size} cameras, "
-        f"{args.chunk} action(s) per policy call, rendered on {where}:"
-    )
-    print(
-        f"  per step: {1000 * rollout / max(env_steps, 1):.1f} ms per env step over {env_steps} env steps; "
-        f"policy round trip p50 {1000 * statistics.median(policy_step_s):.1f} ms, "
+    line = (
+        f"{1000 * rollout / max(env_steps, 1):.1f} ms per env step over {env_steps} env steps "
+        f"({rollout:.1f} s rollout); policy round trip p50 {1000 * statistics.median(policy_step_s):.1f} ms, "
         f"max {1000 * max(policy_step_s):.1f} ms ({len(steps)} policy steps)"
     )
+    return line, bool(end["success"])
+
+
+def report(
+    args: argparse.Namespace, render: device.RenderDevice, episodes_dir: Path, summary: Any, total: float
+) -> None:
+    """Per step from the episode's log; per episode from the scheduler."""
+    (manifest,) = summary.manifests
+    print(
+        f"{args.suite} task {args.task}, trial 0, two {args.camera_size}x{args.camera_size} cameras, "
+        f"{args.chunk} action(s) per policy call, rendered on {_where(render)}:"
+    )
+    timings, success = step_timings(episodes_dir)
+    print(f"  per step: {timings}")
     print(
         f"  per episode: {manifest.episode_wall_seconds_mean:.1f} s in the episode process (environment build, "
-        f"reset, {rollout:.1f} s rollout); {total:.1f} s from submission to result; success {end['success']}"
+        f"reset, rollout); {total:.1f} s from submission to result; success {success}"
     )
+
+
+def _where(render: device.RenderDevice) -> str:
+    return f"{render.gpu_uuid} (EGL device {render.egl_index})" if render.gpu_uuid else "the CPU"
+
+
+def run_robotwin_episode(args: argparse.Namespace, render: device.RenderDevice) -> int:
+    """ROBOTWIN_TASK's first accepted seed: scanned and its expert's rows recorded by
+    ``--robotwin-python``, then scanned again and played by ``scheduler run`` on one worker rendering
+    where ``render`` says. Every step runs RoboTwin's own code on that python's stack."""
+    folder: Path = args.run_dir / "robotwin"
+    root = str(args.robotwin_root.resolve())
+    python = str(args.robotwin_python)
+    if not args.robotwin_python.is_file():
+        _fail(f"--robotwin-python {python} does not exist (make robotwin builds the CPU stack's)")
+    manifests = folder / "manifests"
+    if not any(manifests.glob("*.json")):
+        _run_step(
+            [python, "-m", "scheduler.cli", "manifest", "build", "robotwin", "--robotwin-root", root,
+             "--tasks", ROBOTWIN_TASK, "--settings", "clean-seen", "--episodes", "1", "--max-candidates", "5",
+             "--out", str(manifests)],
+            render,
+        )  # fmt: skip
+    (manifest_path,) = manifests.glob("*.json")
+    manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+    rows = folder / "expert" / "rows.npz"
+    if not rows.exists():
+        _run_step(
+            [python, "-m", "benchmarks.robotwin.expert", "--robotwin-root", root, "--out", str(rows),
+             str(manifest_path)],
+            render,
+        )  # fmt: skip
+    output = folder / "runs" / str(int(time.time()))
+    spec = {
+        "id": "gpu-check-robotwin",
+        "output": str(output),
+        "checkpoint": {"path": str(rows.parent), "backend": "replay", "settings": {"chunk_length": 10}},
+        "benchmark": {
+            "robotwin": {
+                "root": root,
+                "tasks": [ROBOTWIN_TASK],
+                "settings": ["clean-seen"],
+                "episodes": 1,
+                "max_candidates": 5,
+            }
+        },
+        "fleet": {"workers": 1, "gpus": [render.gpu_uuid] if render.gpu_uuid else []},
+    }
+    spec_path = folder / "spec.yaml"
+    spec_path.write_text(yaml.safe_dump(spec), encoding="utf-8")
+    submitted = time.monotonic()
+    _run_step([python, "-m", "scheduler.cli", "run", str(spec_path)], render)
+    total = time.monotonic() - submitted
+    results = json.loads((output / "RESULTS.json").read_text(encoding="utf-8"))
+    scanned = [path.stem for path in (output / "manifests").rglob("*.json") if path.name != "BUILT.json"]
+    same_scan = scanned == [manifest_path.stem]  # a manifest file is named by its content's hash
+    versions = manifest["versions"]
+    stack = ", ".join(f"{key} {versions[key]}" for key in sorted(versions) if key.startswith(("robotwin", "sapien")))
+    overall = results["overall"]
+    print(f"RoboTwin {ROBOTWIN_TASK}, seed {manifest['episodes'][0]['seed']}, the expert's rows, on {_where(render)}:")
+    print(f"  stack: {stack}")
+    print(f"  per step: {step_timings(output / 'episodes')[0]}")
+    print(
+        f"  per episode: solved {overall['succeeded']}/{overall['completed']}; {total:.1f} s for `scheduler run` "
+        f"(scan, services, episode); the run's scan {'equals' if same_scan else 'DIFFERS from'} the first"
+    )
+    return 0 if overall["succeeded"] == 1 and same_scan else 1
+
+
+def _run_step(command: list[str], render: device.RenderDevice) -> None:
+    """One step of the RoboTwin check as a process; its output is shown, and a failure ends the check."""
+    run = subprocess.run(command, env=_environment(render), cwd=REPO, check=False)
+    if run.returncode != 0:
+        _fail(f"{' '.join(command[1:4])} ... exited {run.returncode}")
 
 
 def main() -> int:
@@ -198,7 +295,11 @@ def main() -> int:
         render = chosen[uuid]
     args.run_dir.mkdir(parents=True, exist_ok=True)
     manifests = build_manifest(args, render)
-    return run_episode(args, render, manifests, seal_checkpoint(args))
+    status = run_episode(args, render, manifests, seal_checkpoint(args))
+    if args.robotwin_root is None:
+        print("RoboTwin: not run (--robotwin-root names a checkout)")
+        return status
+    return max(status, run_robotwin_episode(args, render))
 
 
 if __name__ == "__main__":
