@@ -224,6 +224,17 @@ def observation_digest(observation: SimObservation) -> str:
 _DIGEST_RE = re.compile(r"^[0-9a-f]{64}$")
 
 
+def check_versions(manifest: Manifest, installed: Mapping[str, str]) -> None:
+    """Refuses a manifest built under other versions of the pinned distributions than ``installed``
+    (a simulator's version moves scores); BenchmarkError on ``versions.<name>`` of the first that differs."""
+    recorded = manifest.data["versions"]
+    for name, version in installed.items():
+        if recorded.get(name) != version:
+            raise BenchmarkError(
+                f"manifest was built with {recorded.get(name)!r}, this worker has {version!r}", field=f"versions.{name}"
+            )
+
+
 def recorded_observation_digest(entry: Mapping[str, Any], where: str) -> str | None:
     """The entry's ``initial_observation_digest`` (None where the scan recorded none);
     BenchmarkError on ``<where>.initial_observation_digest`` when it is not a sha256 hex digest."""

@@ -27,10 +27,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from benchmarks.base import BenchmarkError, episode_entry, recorded_observation_digest
+from benchmarks.base import BenchmarkError, check_versions, episode_entry, recorded_observation_digest
 from benchmarks.libero.protocols import TASK_STREAM, TRIAL_STREAMS
 from benchmarks.libero.runtime import (
-    PINNED_DISTRIBUTIONS,
     TaskFiles,
     check_suite,
     file_sha256,
@@ -135,7 +134,7 @@ def episode_spec(manifest: Manifest, index: int) -> EpisodeSpec:
     task = resolve_task(manifest.setting, protocol.task_id, "protocol.task_id")
     if task.name != manifest.task:
         raise BenchmarkError(f"is {manifest.task!r}, but task {protocol.task_id} is {task.name!r}", field="task")
-    _check_versions(manifest.data["versions"])
+    check_versions(manifest, installed_versions())
     source = manifest.data["source"]
     _check_equal(file_sha256(task.bddl_path), source.get("bddl_sha256"), "source.bddl_sha256")
     init_sha256, states = read_init_states(task.init_path)
@@ -165,16 +164,6 @@ def episode_spec(manifest: Manifest, index: int) -> EpisodeSpec:
         ),
         initial_observation_digest=digest,
     )
-
-
-def _check_versions(recorded: Mapping[str, Any]) -> None:
-    installed = installed_versions()
-    for name in PINNED_DISTRIBUTIONS:
-        if recorded.get(name) != installed[name]:
-            raise BenchmarkError(
-                f"manifest was built with {recorded.get(name)!r}, this worker has {installed[name]!r}",
-                field=f"versions.{name}",
-            )
 
 
 def _check_equal(actual: str, expected: Any, field: str) -> None:

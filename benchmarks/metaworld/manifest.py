@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from benchmarks.base import BenchmarkError, episode_entry, recorded_observation_digest
+from benchmarks.base import BenchmarkError, check_versions, episode_entry, recorded_observation_digest
 from manifests.format import Manifest, verify
 
 BENCHMARK = "metaworld"
@@ -66,12 +66,7 @@ def episode_spec(manifest: Manifest, index: int, installed: Mapping[str, str]) -
     manifest = verify(manifest)
     entry = episode_entry(manifest, BENCHMARK, index)
     where = f"episodes[{index}]"
-    for name, version in installed.items():
-        recorded = manifest.data["versions"].get(name)
-        if recorded != version:
-            raise BenchmarkError(
-                f"manifest was built with {recorded!r}, this worker has {version!r}", field=f"versions.{name}"
-            )
+    check_versions(manifest, installed)
     instruction = entry.get("instruction")
     if not isinstance(instruction, str) or not instruction:
         raise BenchmarkError("must be a non-empty string", field=f"{where}.instruction")
