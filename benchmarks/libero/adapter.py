@@ -19,8 +19,6 @@ and those observations are bit-identical to rendering every camera on every step
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
@@ -41,6 +39,7 @@ from benchmarks.base import (
     TraceDigest,
     observation_digest,
 )
+from benchmarks.idle_pool import IdlePool
 from benchmarks.libero.build import add_build_arguments, build_manifests
 from benchmarks.libero.cameras import CameraGate
 from benchmarks.libero.manifest import BENCHMARK, WAIT_ACTION, EpisodeSpec, episode_spec
@@ -68,54 +67,31 @@ class LiberoBenchmark(Benchmark):
     """Opens LIBERO episodes; keeps up to ``max_idle_envs`` finished environments for reuse.
 
     ``reuse_scene=False`` compiles the scene on every reset, as LIBERO's hard reset does (the
-    reference the reuse is tested against). Episodes may run in different threads; the pool of idle
-    environments is guarded by a lock.
+    reference the reuse is tested against).
     """
 
     name = BENCHMARK
 
     def __init__(self, *, max_idle_envs: int = 2, reuse_scene: bool = True) -> None:
-        self._max_idle = max_idle_envs
         self._reuse_scene = reuse_scene
-        self._idle: OrderedDict[int, tuple[_EnvKey, _Kept]] = OrderedDict()
-        self._lock = threading.Lock()
+        self._idle: IdlePool[_EnvKey, _Kept] = IdlePool(max_idle_envs, close=lambda kept: close_env(kept.gate.env))
 
     def open_episode(self, manifest: Manifest, index: int, cameras: Collection[str] | None = None) -> LiberoEpisode:
         spec = episode_spec(manifest, index)
         numbering = _numbering(manifest, index, spec)
         key = (str(spec.task.bddl_path), spec.protocol.camera_height, spec.protocol.camera_width)
         rendered = CAMERAS if cameras is None else tuple(name for name in CAMERAS if name in cameras)
-        episode = LiberoEpisode(
-            spec, self._acquire(key, spec), rendered, lambda kept, healthy: self._release(key, kept, healthy)
-        )
+        kept = self._idle.take(key, lambda: self._build(spec))
+        episode = LiberoEpisode(spec, kept, rendered, lambda done, healthy: self._idle.give(key, done, healthy=healthy))
         episode.numbering = numbering
         return episode
 
     def close(self) -> None:
-        with self._lock:
-            kept = [entry for _, entry in self._idle.values()]
-            self._idle.clear()
-        for entry in kept:
-            close_env(entry.gate.env)
+        self._idle.close()
 
-    def _acquire(self, key: _EnvKey, spec: EpisodeSpec) -> _Kept:
-        with self._lock:
-            for kept_id, (idle_key, kept) in self._idle.items():
-                if idle_key == key:
-                    del self._idle[kept_id]
-                    return kept
+    def _build(self, spec: EpisodeSpec) -> _Kept:
         env = make_env(spec.task, spec.protocol.camera_height, spec.protocol.camera_width)
         return _Kept(CameraGate(env), SceneReuse(env) if self._reuse_scene else None)
-
-    def _release(self, key: _EnvKey, kept: _Kept, healthy: bool) -> None:
-        evicted = [kept] if not healthy or self._max_idle == 0 else []
-        with self._lock:
-            if not evicted:
-                self._idle[id(kept)] = (key, kept)
-            while len(self._idle) > self._max_idle:
-                evicted.append(self._idle.popitem(last=False)[1][1])
-        for stale in evicted:
-            close_env(stale.gate.env)
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,6 @@ an environment carries nothing from one trial into the next.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Collection
 from typing import Any
 
@@ -35,6 +34,7 @@ from benchmarks.base import (
     TraceDigest,
     observation_digest,
 )
+from benchmarks.idle_pool import IdlePool
 from benchmarks.metaworld.build import add_build_arguments, build_manifests
 from benchmarks.metaworld.manifest import BENCHMARK, EpisodeSpec, episode_spec
 from benchmarks.metaworld.sim import ACTION_DIM, CAMERA, add_state, make_env, observe, reset_to, start_length, step
@@ -53,40 +53,20 @@ class MetaworldBenchmark(Benchmark):
     name = BENCHMARK
 
     def __init__(self, *, max_idle_envs: int = 2) -> None:
-        self._max_idle = max_idle_envs
-        self._idle: list[tuple[_EnvKey, Any]] = []
-        self._lock = threading.Lock()
+        self._idle: IdlePool[_EnvKey, Any] = IdlePool(max_idle_envs, close=lambda env: env.close())
 
     def open_episode(self, manifest: Manifest, index: int, cameras: Collection[str] | None = None) -> MetaworldEpisode:
         spec = episode_spec(manifest, index, installed_versions())
         task_index = task_table().number(manifest.task, manifest.setting)
         key = (spec.task, spec.protocol.camera_size)
         rendered = (CAMERA,) if cameras is None or CAMERA in cameras else ()
-        episode = MetaworldEpisode(spec, self._acquire(key), rendered, lambda env: self._release(key, env))
+        env = self._idle.take(key, lambda: make_env(*key))
+        episode = MetaworldEpisode(spec, env, rendered, lambda done: self._idle.give(key, done))
         episode.numbering = Numbering(suite=manifest.setting, task_index=task_index, episode_index=spec.trial)
         return episode
 
     def close(self) -> None:
-        with self._lock:
-            idle, self._idle = self._idle, []
-        for _, env in idle:
-            env.close()
-
-    def _acquire(self, key: _EnvKey) -> Any:
-        with self._lock:
-            for i, (idle_key, env) in enumerate(self._idle):
-                if idle_key == key:
-                    del self._idle[i]
-                    return env
-        return make_env(*key)
-
-    def _release(self, key: _EnvKey, env: Any) -> None:
-        with self._lock:
-            self._idle.append((key, env))
-            evicted = self._idle[: max(0, len(self._idle) - self._max_idle)]
-            del self._idle[: len(evicted)]
-        for _, stale in evicted:
-            stale.close()
+        self._idle.close()
 
 
 class MetaworldEpisode(Episode):
