@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sqlite3
 import subprocess
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -29,6 +30,7 @@ from evalfleet.policy_api import tensors
 from evalfleet.policy_api.client import PolicyClient
 from evalfleet.processes import free_port
 from evalfleet.v1 import policy_pb2, scheduler_pb2
+from scripts.common.command import REPO
 
 # Without EVALFLEET_LEROBOT_PYTHON (a bare `pytest` before `make lerobot-venv`) these tests skip;
 # `make test` sets it, and then a missing virtualenv fails them (conftest's `lerobot_python`).
@@ -76,6 +78,33 @@ def build_tiny(python: Path, folder: Path, *args: str) -> Path:
     done = run_lerobot(python, str(TINY), "build", str(folder), *args)
     assert done.returncode == 0, done.stderr
     return folder
+
+
+def recorded_lerobot_eval(
+    python: Path, overlay: Path, proof: str, arguments: list[str], work: Path
+) -> list[dict[str, Any]]:
+    """lerobot-eval's `main` with ``arguments``, run by ``proof`` (a scripts.proofs module that writes
+    down each episode) in .venv-lerobot with the simulator ``overlay`` first on its path, its
+    computation pinned; the episodes as the proof recorded them."""
+    record = work / "lerobot-eval.json"
+    argv = [str(python), "-m", f"scripts.proofs.{proof}", str(record), *arguments]
+    env = {
+        **os.environ,
+        **PINNED_COMPUTE,
+        "PYTHONPATH": os.pathsep.join([str(overlay), str(REPO)]),
+        "MUJOCO_GL": "osmesa",
+    }
+    done = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=400)
+    assert done.returncode == 0, done.stderr[-4000:]
+    episodes: list[dict[str, Any]] = json.loads(record.read_text())
+    return episodes
+
+
+def episode_results(output: Path) -> dict[int, tuple[bool, int, str]]:
+    """Per episode index of a `scheduler run`'s output: success, steps and trace digest, as stored."""
+    with sqlite3.connect(f"file:{output / 'scheduler.sqlite'}?mode=ro", uri=True) as store:
+        rows = store.execute("SELECT episode_index, success, steps, trace_digest FROM episode_results").fetchall()
+    return {int(index): (bool(success), int(steps), str(digest)) for index, success, steps, digest in rows}
 
 
 class LerobotMade:

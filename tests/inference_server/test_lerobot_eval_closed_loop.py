@@ -14,15 +14,19 @@ do on the same actions: the policy saw the same images and state and answered th
 
 from __future__ import annotations
 
-import json
 import os
-import sqlite3
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
-from lerobot_helpers import NEEDS_LEROBOT, PINNED_COMPUTE, backend_settings, build_tiny
+from lerobot_helpers import (
+    NEEDS_LEROBOT,
+    PINNED_COMPUTE,
+    backend_settings,
+    build_tiny,
+    episode_results,
+    recorded_lerobot_eval,
+)
 from libero_guard import NEEDS_LIBERO
 from procs import cli, require_built
 from run_specs import write_spec
@@ -48,23 +52,12 @@ def overlay() -> Path:
 
 def lerobot_eval(python: Path, overlay: Path, policy: Path, work: Path) -> list[dict[str, Any]]:
     """lerobot-eval's episodes of libero_object task 0 at batch size 1, as its records say."""
-    record = work / "lerobot-eval.json"
-    argv = [
-        str(python), "-m", "scripts.proofs.lerobot_eval_recorded", str(record),
+    arguments = [
         f"--policy.path={policy}", "--policy.device=cpu", "--env.type=libero", f"--env.task={SUITE}",
         f"--env.task_ids=[{TASK}]", f"--env.episode_length={STEPS}", "--eval.batch_size=1",
         f"--eval.n_episodes={EPISODES}", f"--seed={SEED}", f"--output_dir={work / 'lerobot-eval'}",
     ]  # fmt: skip
-    env = {
-        **os.environ,
-        **PINNED_COMPUTE,
-        "PYTHONPATH": os.pathsep.join([str(overlay), str(REPO)]),
-        "MUJOCO_GL": "osmesa",
-    }
-    done = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=400)
-    assert done.returncode == 0, done.stderr[-4000:]
-    episodes: list[dict[str, Any]] = json.loads(record.read_text())
-    return episodes
+    return recorded_lerobot_eval(python, overlay, "lerobot_eval_recorded", arguments, work)
 
 
 def evalfleet_run(python: Path, policy: Path, work: Path) -> dict[int, tuple[bool, int, str]]:
@@ -90,9 +83,7 @@ def evalfleet_run(python: Path, policy: Path, work: Path) -> dict[int, tuple[boo
     }
     run = cli("run", str(write_spec(work, document)), env=PINNED_COMPUTE, timeout=500)  # its servers inherit it
     assert run.returncode == 0, run.stderr[-4000:]
-    with sqlite3.connect(f"file:{work / 'run' / 'scheduler.sqlite'}?mode=ro", uri=True) as store:
-        rows = store.execute("SELECT episode_index, success, steps, trace_digest FROM episode_results").fetchall()
-    return {int(index): (bool(success), int(steps), str(digest)) for index, success, steps, digest in rows}
+    return episode_results(work / "run")
 
 
 @pytest.mark.timeout(900)

@@ -24,13 +24,11 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
-from lerobot_helpers import NEEDS_LEROBOT, PINNED_COMPUTE, build_tiny
+from lerobot_helpers import NEEDS_LEROBOT, PINNED_COMPUTE, build_tiny, episode_results, recorded_lerobot_eval
 from procs import cli, require_built
 from run_specs import write_spec
 
@@ -55,23 +53,12 @@ def overlay() -> Path:
 
 def lerobot_eval(python: Path, overlay: Path, policy: Path, work: Path) -> list[dict[str, Any]]:
     """lerobot-eval's episodes of TASK at batch size 1, as its records say."""
-    record = work / "lerobot-eval.json"
-    argv = [
-        str(python), "-m", "scripts.proofs.lerobot_eval_metaworld", str(record), "--max-steps", str(STEPS),
-        f"--policy.path={policy}", "--policy.device=cpu", "--env.type=metaworld", f"--env.task={TASK}",
-        "--eval.batch_size=1", f"--eval.n_episodes={EPISODES}", f"--seed={SEED}",
+    arguments = [
+        "--max-steps", str(STEPS), f"--policy.path={policy}", "--policy.device=cpu", "--env.type=metaworld",
+        f"--env.task={TASK}", "--eval.batch_size=1", f"--eval.n_episodes={EPISODES}", f"--seed={SEED}",
         f"--output_dir={work / 'lerobot-eval'}",
     ]  # fmt: skip
-    env = {
-        **os.environ,
-        **PINNED_COMPUTE,
-        "PYTHONPATH": os.pathsep.join([str(overlay), str(REPO)]),
-        "MUJOCO_GL": "osmesa",
-    }
-    done = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=400)
-    assert done.returncode == 0, done.stderr[-4000:]
-    episodes: list[dict[str, Any]] = json.loads(record.read_text())
-    return episodes
+    return recorded_lerobot_eval(python, overlay, "lerobot_eval_metaworld", arguments, work)
 
 
 def evalfleet_run(python: Path, policy: Path, work: Path) -> dict[int, tuple[bool, int, str]]:
@@ -103,9 +90,7 @@ def evalfleet_run(python: Path, policy: Path, work: Path) -> dict[int, tuple[boo
     # eval_info.json numbers the task as lerobot-eval numbers it in a group run (`--env.task=easy`).
     (task,) = json.loads((work / "run" / "eval_info.json").read_text())["per_task"]
     assert (task["task_group"], task["task_id"]) == ("easy", EASY_ID)
-    with sqlite3.connect(f"file:{work / 'run' / 'scheduler.sqlite'}?mode=ro", uri=True) as store:
-        rows = store.execute("SELECT episode_index, success, steps, trace_digest FROM episode_results").fetchall()
-    return {int(index): (bool(success), int(steps), str(digest)) for index, success, steps, digest in rows}
+    return episode_results(work / "run")
 
 
 @pytest.mark.timeout(900)
