@@ -217,29 +217,24 @@ def run_robotwin_episode(args: argparse.Namespace, render: device.RenderDevice) 
     """ROBOTWIN_TASK's first accepted seed: scanned and its expert's rows recorded by
     ``--robotwin-python``, then scanned again and played by ``scheduler run`` on one worker rendering
     where ``render`` says. Every step runs RoboTwin's own code on that python's stack."""
-    folder: Path = args.run_dir / "robotwin"
+    folder: Path = args.run_dir / "robotwin" / str(int(time.time()))  # each run scans on its own stack
     root = str(args.robotwin_root.resolve())
     python = str(args.robotwin_python)
-    if not args.robotwin_python.is_file():
-        _fail(f"--robotwin-python {python} does not exist (make robotwin builds the CPU stack's)")
     manifests = folder / "manifests"
-    if not any(manifests.glob("*.json")):
-        _run_step(
-            [python, "-m", "scheduler.cli", "manifest", "build", "robotwin", "--robotwin-root", root,
-             "--tasks", ROBOTWIN_TASK, "--settings", "clean-seen", "--episodes", "1", "--max-candidates", "5",
-             "--out", str(manifests)],
-            render,
-        )  # fmt: skip
+    _run_step(
+        [python, "-m", "scheduler.cli", "manifest", "build", "robotwin", "--robotwin-root", root,
+         "--tasks", ROBOTWIN_TASK, "--settings", "clean-seen", "--episodes", "1", "--max-candidates", "5",
+         "--out", str(manifests)],
+        render,
+    )  # fmt: skip
     (manifest_path,) = manifests.glob("*.json")
     manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
     rows = folder / "expert" / "rows.npz"
-    if not rows.exists():
-        _run_step(
-            [python, "-m", "benchmarks.robotwin.expert", "--robotwin-root", root, "--out", str(rows),
-             str(manifest_path)],
-            render,
-        )  # fmt: skip
-    output = folder / "runs" / str(int(time.time()))
+    _run_step(
+        [python, "-m", "benchmarks.robotwin.expert", "--robotwin-root", root, "--out", str(rows), str(manifest_path)],
+        render,
+    )
+    output = folder / "run"
     spec = {
         "id": "gpu-check-robotwin",
         "output": str(output),
@@ -285,6 +280,10 @@ def _run_step(command: list[str], render: device.RenderDevice) -> None:
 
 def main() -> int:
     args = parse_args()
+    if args.robotwin_root is not None and not (args.robotwin_root / "script" / "eval_policy.py").is_file():
+        _fail(f"--robotwin-root {args.robotwin_root} is no RoboTwin checkout (it has no script/eval_policy.py)")
+    if args.robotwin_root is not None and not args.robotwin_python.is_file():
+        _fail(f"--robotwin-python {args.robotwin_python} does not exist (make robotwin builds the CPU stack's)")
     if args.cpu:
         render = device.cpu()
     else:
