@@ -37,6 +37,7 @@ from typing import Any
 
 import yaml
 
+from benchmarks.robotwin.root import RootError, open_root  # light: reads the checkout's files only
 from renderer_worker import device, egl  # light: no gRPC, no simulator
 
 REPO = Path(__file__).resolve().parents[1]
@@ -280,10 +281,13 @@ def _run_step(command: list[str], render: device.RenderDevice) -> None:
 
 def main() -> int:
     args = parse_args()
-    if args.robotwin_root is not None and not (args.robotwin_root / "script" / "eval_policy.py").is_file():
-        _fail(f"--robotwin-root {args.robotwin_root} is no RoboTwin checkout (it has no script/eval_policy.py)")
-    if args.robotwin_root is not None and not args.robotwin_python.is_file():
-        _fail(f"--robotwin-python {args.robotwin_python} does not exist (make robotwin builds the CPU stack's)")
+    if args.robotwin_root is not None:
+        try:
+            open_root(args.robotwin_root)
+        except RootError as exc:
+            _fail(f"--robotwin-root {exc.message}")
+        if not args.robotwin_python.is_file():
+            _fail(f"--robotwin-python {args.robotwin_python} does not exist (make robotwin builds the CPU stack's)")
     if args.cpu:
         render = device.cpu()
     else:
